@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything Falkirk needs on a fresh Debian machine into ./.venv.
+# Idempotent: re-running it only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
+  need_apt+=(openjdk-17-jre-headless)   # Spark's JVM (the engine); the pure core does not need it
+fi
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "bootstrap: Python >= 3.11 is required, found $(python3 --version 2>&1)" >&2
+  exit 1
+fi
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  need_apt+=(python3-venv)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${need_apt[*]} from Debian packages"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+echo "bootstrap: ready ($(.venv/bin/python --version), falkirk $(.venv/bin/python -c 'import falkirk; print(falkirk.__version__)'))"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what is needed, then runs the linters and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+echo "== ruff =="
+.venv/bin/ruff check src tests bench examples
+echo "== mypy (strict on falkirk.time and falkirk.recovery) =="
+.venv/bin/mypy
+echo "== pytest =="
+.venv/bin/python -m pytest -q "$@"
