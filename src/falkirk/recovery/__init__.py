@@ -19,6 +19,7 @@ from falkirk.recovery.exceptions import (
     ScenarioError,
     TopologyError,
 )
+from falkirk.recovery.monitor import Decision, DecisionKind, Monitor
 from falkirk.recovery.plan import Bound, Explanation, RollbackPlan
 from falkirk.recovery.scenario import Scenario, load_scenario, parse_scenario
 from falkirk.recovery.solver import SolverError, solve
@@ -28,8 +29,11 @@ __all__ = [
     "Bound",
     "CheckpointError",
     "CheckpointMeta",
+    "Decision",
+    "DecisionKind",
     "Edge",
     "Explanation",
+    "Monitor",
     "RecoveryError",
     "RollbackPlan",
     "Scenario",

@@ -139,9 +139,12 @@ class _Solver:
     def _check_monotone_projections(self) -> None:
         for edge in self.topology.edges.values():
             cands = self.cands[edge.src]
-            for a in cands:
-                for b in cands:
-                    if a.frontier < b.frontier and not a.projected[edge.name] <= b.projected[edge.name]:
+            if self.chain[edge.src]:  # along a chain, consecutive pairs suffice
+                pairs = list(zip(cands, cands[1:]))
+            else:
+                pairs = [(a, b) for a in cands for b in cands if a.frontier < b.frontier]
+            for a, b in pairs:
+                if not a.projected[edge.name] <= b.projected[edge.name]:
                         self.warnings.append(
                             f"projection on {edge.name} is not monotone: φ({a.frontier!r}) = "
                             f"{a.projected[edge.name]!r} ⊄ φ({b.frontier!r}) = "
@@ -332,9 +335,13 @@ class _Solver:
 
     def _explain(self, p: str, state: _State) -> Explanation:
         cands = self.cands[p]
-        here = cands[state.f[p]]
-        above = [c for c in cands if here.frontier < c.frontier]
-        nexts = [c for c in above if not any(d.frontier < c.frontier for d in above)]
+        i = state.f[p]
+        here = cands[i]
+        if self.chain[p]:
+            nexts = cands[i + 1 : i + 2]
+        else:
+            above = [c for c in cands if here.frontier < c.frontier]
+            nexts = [c for c in above if not any(d.frontier < c.frontier for d in above)]
         if not nexts:
             return Explanation(p, here.frontier, None, ())
         nxt = nexts[0]

@@ -79,25 +79,28 @@ class Frontier:
     def issubset(self, other: Frontier) -> bool:
         """``self ⊆ other``."""
         self._same_domain(other, "compare")
-        if other.maxima is None:
+        mine, theirs = self.maxima, other.maxima
+        if theirs is None or mine is theirs:
             return True
-        if self.maxima is None:
+        if mine is None:
             return False
+        if self.domain.total:
+            # Epochs and lexicographic tuples compare natively; one maximum each.
+            return not mine or (bool(theirs) and mine[0] <= theirs[0])
         leq = self.domain.leq
-        theirs = other.maxima
-        return all(any(leq(a, b) for b in theirs) for a in self.maxima)
+        return all(any(leq(a, b) for b in theirs) for a in mine)
 
     def __le__(self, other: Frontier) -> bool:
         return self.issubset(other)
 
     def __lt__(self, other: Frontier) -> bool:
-        return self != other and self.issubset(other)
+        return self.issubset(other) and self.maxima != other.maxima
 
     def __ge__(self, other: Frontier) -> bool:
         return other.issubset(self)
 
     def __gt__(self, other: Frontier) -> bool:
-        return self != other and other.issubset(self)
+        return other.issubset(self) and self.maxima != other.maxima
 
     # -- lattice operations -----------------------------------------------------------
 
