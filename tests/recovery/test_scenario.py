@@ -77,7 +77,7 @@ def test_errors_name_what_is_wrong(mutate, message: str) -> None:
 def test_load_reports_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ScenarioError, match="bad.json: not valid JSON"):
+    with pytest.raises(ScenarioError, match=r"bad\.json: not valid JSON"):
         load_scenario(bad)
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(tmp_path / "missing.json")

@@ -111,7 +111,7 @@ def test_wrong_domain_is_refused() -> None:
         ("loop_entry", E, E, "depth k\\+1"),
         ("loop_exit", L, L, "depth k"),
         ("loop_exit", ProductDomain(depth=3, order="lexicographic"), P, "same order"),
-        ("feedback", E, E, "product domain"),
+        ("feedback", E, E, "same product domain"),
         ("nonsense", E, E, "unknown projection"),
     ],
 )

@@ -39,9 +39,12 @@ def project(
     for meta in available:
         if meta.frontier == frontier:
             return meta.projected[edge.name]
-        if edge.projection.recorded and meta.frontier <= frontier:
-            if best is None or best.frontier <= meta.frontier:
-                best = meta
+        if (
+            edge.projection.recorded
+            and meta.frontier <= frontier
+            and (best is None or best.frontier <= meta.frontier)
+        ):
+            best = meta
     if edge.projection.recorded:
         return best.projected[edge.name] if best else Frontier.empty(edge.projection.target)
     return edge.projection(frontier)

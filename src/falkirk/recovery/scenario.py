@@ -8,15 +8,18 @@ Errors name the processor, checkpoint and field at fault.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from falkirk.recovery.checkpoint import CheckpointMeta
 from falkirk.recovery.exceptions import RecoveryError, ScenarioError
 from falkirk.recovery.topology import Topology
 from falkirk.time import Domain, Frontier, TimeError, domain_from_json, frontier_from_json
+
+T = TypeVar("T")
 
 _CHECKPOINT_KEYS = {"frontier", "notifications", "delivered", "discarded", "projected", "logged"}
 
@@ -54,7 +57,7 @@ def parse_scenario(document: object) -> Scenario:
     for name, spec in processors.items():
         spec = _object(spec, f"processor {name!r}")
         _only(spec, {"domain"}, f"processor {name!r}")
-        domains[name] = _wrap(lambda: domain_from_json(spec.get("domain", "epoch")), f"processor {name!r}")
+        domains[name] = _wrap(partial(domain_from_json, spec.get("domain", "epoch")), f"processor {name!r}")
     edge_specs = []
     for name, spec in _object(doc.get("edges", {}), "'edges'").items():
         spec = _object(spec, f"edge {name!r}")
@@ -104,10 +107,10 @@ def _checkpoint(topology: Topology, p: str, k: int, entry: object) -> Checkpoint
             if field == "logged":
                 if not isinstance(value, list):
                     raise ScenarioError(f"{where}: logged[{edge!r}] must be a list of times")
-                out[edge] = [_wrap(lambda v=v: target.check(v), f"{where}: logged[{edge!r}]") for v in value]
+                out[edge] = [_wrap(partial(target.check, v), f"{where}: logged[{edge!r}]") for v in value]
             else:
                 out[edge] = _wrap(
-                    lambda v=value, t=target: frontier_from_json(t, v), f"{where}: {field}[{edge!r}]"
+                    partial(frontier_from_json, target, value), f"{where}: {field}[{edge!r}]"
                 )
         return out
 
@@ -126,7 +129,7 @@ def _checkpoint(topology: Topology, p: str, k: int, entry: object) -> Checkpoint
     )
 
 
-def _wrap(make: Any, where: str) -> Any:
+def _wrap(make: Callable[[], T], where: str) -> T:
     try:
         return make()
     except ScenarioError:

@@ -37,6 +37,7 @@ import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from falkirk.recovery.checkpoint import CheckpointMeta
 from falkirk.recovery.constraints import project, violations
@@ -106,7 +107,7 @@ class _Solver:
             self.index[p] = {}
             for i, c in enumerate(cands):
                 self.index[p].setdefault(c.frontier, i)
-            self.chain[p] = all(a.frontier < b.frontier for a, b in zip(cands, cands[1:]))
+            self.chain[p] = all(a.frontier < b.frontier for a, b in pairwise(cands))
             if not self.chain[p]:
                 self.below[p] = [
                     [j for j in range(len(cands) - 1, -1, -1) if cands[j].frontier <= c.frontier]
@@ -140,7 +141,7 @@ class _Solver:
         for edge in self.topology.edges.values():
             cands = self.cands[edge.src]
             if self.chain[edge.src]:  # along a chain, consecutive pairs suffice
-                pairs = list(zip(cands, cands[1:]))
+                pairs = list(pairwise(cands))
             else:
                 pairs = [(a, b) for a in cands for b in cands if a.frontier < b.frontier]
             for a, b in pairs:

@@ -23,17 +23,17 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from falkirk.time.exceptions import TimeError
 
 INF: float = math.inf
 """An unbounded coordinate, allowed only in the maximal times of a frontier."""
 
-Coord = Union[int, float]
+Coord = int | float
 """A coordinate of a time: a non-negative int, or ``INF`` in a frontier's maxima."""
 
-Time = Union[int, float, tuple[Any, ...]]
+Time = int | float | tuple[Any, ...]
 """An epoch (int), a product time (tuple of coordinates) or a sequence number
 ``(edge, n)``."""
 
@@ -118,20 +118,20 @@ class EpochDomain(Domain):
             value = value[0]
         return _coord(value, "epoch time")
 
-    def leq(self, a: Time, b: Time) -> bool:
-        return a <= b  # type: ignore[operator]
+    def leq(self, a: Any, b: Any) -> bool:
+        return bool(a <= b)
 
-    def maxima(self, times: Iterable[Time]) -> tuple[Time, ...]:
-        best: Time | None = None
+    def maxima(self, times: Iterable[Any]) -> tuple[Time, ...]:
+        best: Any = None
         for t in times:
-            if best is None or t > best:  # type: ignore[operator]
+            if best is None or t > best:
                 best = t
         return () if best is None else (best,)
 
     def meet(self, a: tuple[Time, ...], b: tuple[Time, ...]) -> tuple[Time, ...]:
         if not a or not b:
             return ()
-        return (min(a[0], b[0]),)  # type: ignore[type-var]
+        return (min(a[0], b[0]),)
 
     def is_everything(self, maxima: tuple[Time, ...]) -> bool:
         return bool(maxima) and maxima[0] == INF
@@ -184,16 +184,16 @@ class ProductDomain(Domain):
                     break
         return tuple(coords)
 
-    def leq(self, a: Time, b: Time) -> bool:
+    def leq(self, a: Any, b: Any) -> bool:
         if self.order == "lexicographic":
-            return a <= b
-        return all(x <= y for x, y in zip(a, b))  # type: ignore[operator]
+            return bool(a <= b)
+        return all(x <= y for x, y in zip(a, b, strict=True))
 
-    def maxima(self, times: Iterable[Time]) -> tuple[Time, ...]:
+    def maxima(self, times: Iterable[Any]) -> tuple[Time, ...]:
         if self.order == "lexicographic":
-            best: Time | None = None
+            best: Any = None
             for t in times:
-                if best is None or t > best:  # type: ignore[operator]
+                if best is None or t > best:
                     best = t
             return () if best is None else (best,)
         unique = sorted(set(times), key=self.sort_key)
@@ -204,18 +204,18 @@ class ProductDomain(Domain):
         ]
         return tuple(kept)
 
-    def meet(self, a: tuple[Time, ...], b: tuple[Time, ...]) -> tuple[Time, ...]:
+    def meet(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Time, ...]:
         if not a or not b:
             return ()
         if self.order == "lexicographic":
-            return (min(a[0], b[0]),)  # type: ignore[type-var]
+            return (min(a[0], b[0]),)
         return self.maxima(
-            tuple(min(x, y) for x, y in zip(s, t))  # type: ignore[arg-type, type-var]
+            tuple(min(x, y) for x, y in zip(s, t, strict=True))
             for s in a
             for t in b
         )
 
-    def is_everything(self, maxima: tuple[Time, ...]) -> bool:
+    def is_everything(self, maxima: tuple[Any, ...]) -> bool:
         for m in maxima:
             if self.order == "lexicographic":
                 if m[0] == INF:
@@ -252,10 +252,10 @@ class SeqDomain(Domain):
             )
         return (value[0], _coord(value[1], f"sequence number on edge {value[0]!r}"))
 
-    def leq(self, a: Time, b: Time) -> bool:
-        return a[0] == b[0] and a[1] <= b[1]  # type: ignore[operator]
+    def leq(self, a: Any, b: Any) -> bool:
+        return bool(a[0] == b[0] and a[1] <= b[1])
 
-    def maxima(self, times: Iterable[Time]) -> tuple[Time, ...]:
+    def maxima(self, times: Iterable[Any]) -> tuple[Time, ...]:
         best: dict[str, Coord] = {}
         for t in times:
             edge, n = t[0], t[1]
@@ -263,17 +263,17 @@ class SeqDomain(Domain):
                 best[edge] = n
         return tuple((edge, best[edge]) for edge in sorted(best))
 
-    def meet(self, a: tuple[Time, ...], b: tuple[Time, ...]) -> tuple[Time, ...]:
-        other = {t[0]: t[1] for t in b}  # type: ignore[index]
+    def meet(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Time, ...]:
+        other = {t[0]: t[1] for t in b}
         out: list[Time] = []
         for t in a:
             if t[0] in other:
-                out.append((t[0], min(t[1], other[t[0]])))  # type: ignore[type-var]
+                out.append((t[0], min(t[1], other[t[0]])))
         return tuple(out)
 
-    def part_on(self, maxima: tuple[Time, ...], edge: str) -> tuple[Time, ...]:
+    def part_on(self, maxima: tuple[Any, ...], edge: str) -> tuple[Time, ...]:
         """The maxima of a frontier restricted to the times on ``edge``."""
-        return tuple(t for t in maxima if t[0] == edge)  # type: ignore[index]
+        return tuple(t for t in maxima if t[0] == edge)
 
     def __repr__(self) -> str:
         return "seq"

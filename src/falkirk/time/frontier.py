@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from falkirk.time.domains import INF, Domain, Time
 from falkirk.time.exceptions import DomainMismatchError
@@ -86,7 +87,8 @@ class Frontier:
             return False
         if self.domain.total:
             # Epochs and lexicographic tuples compare natively; one maximum each.
-            return not mine or (bool(theirs) and mine[0] <= theirs[0])
+            low: Any = mine[0] if mine else None
+            return low is None or (bool(theirs) and bool(low <= theirs[0]))
         leq = self.domain.leq
         return all(any(leq(a, b) for b in theirs) for a in mine)
 

@@ -26,6 +26,7 @@ import bisect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from falkirk.time.domains import (
@@ -238,7 +239,7 @@ class LoopExit(Projection):
         return "loop_exit"
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
-        out: list[Time] = []
+        out: list[tuple[Any, ...]] = []
         for m in maxima:
             prefix = _as_tuple(m)[:-1]
             if _as_tuple(m)[-1] == INF:
@@ -272,8 +273,8 @@ class Feedback(Projection):
     def kind(self) -> str:
         return "feedback"
 
-    def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
-        return self._result([(*m[:-1], m[-1] + 1) for m in maxima])  # type: ignore[index, operator]
+    def _apply(self, maxima: tuple[Any, ...]) -> Frontier:
+        return self._result([(*m[:-1], m[-1] + 1) for m in maxima])
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,7 @@ class EpochToSeq(Projection):
 
     def __post_init__(self) -> None:
         counts = [self.sent_through[t] for t in sorted(self.sent_through)]
-        if any(a > b for a, b in zip(counts, counts[1:])):
+        if any(a > b for a, b in pairwise(counts)):
             raise TimeError(
                 f"EpochToSeq({self.edge!r}): counts must not decrease with the epoch, got "
                 f"{dict(sorted(self.sent_through.items()))}"
@@ -311,7 +312,7 @@ class EpochToSeq(Projection):
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         epochs = sorted(self.sent_through)
-        i = bisect.bisect_right(epochs, maxima[0])  # type: ignore[arg-type]
+        i = bisect.bisect_right(epochs, maxima[0])
         if i == 0:
             return Frontier.empty(self.dst)
         return Frontier(self.dst, ((self.edge, self.sent_through[epochs[i - 1]]),))
@@ -341,8 +342,8 @@ class SeqToEpoch(Projection):
     def kind(self) -> str:
         return "seq_to_epoch"
 
-    def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
-        seen = max((t[1] for t in maxima if t[0] == self.edge), default=None)  # type: ignore[index]
+    def _apply(self, maxima: tuple[Any, ...]) -> Frontier:
+        seen = max((t[1] for t in maxima if t[0] == self.edge), default=None)
         if seen is None:
             return Frontier.empty(self.dst)
         done = [t for t, last in self.last_seq.items() if last <= seen]
@@ -378,13 +379,17 @@ def projection_for(kind: str, source: Domain, target: Domain) -> Projection:
             )
         return Identity(source)
     if kind == "loop_entry":
-        return LoopEntry(source, target)  # type: ignore[arg-type]
+        if not isinstance(target, ProductDomain):
+            raise TimeError(f"loop_entry must go from depth k to a product domain of depth k+1, got {source!r} -> {target!r}")
+        return LoopEntry(source, target)
     if kind == "loop_exit":
-        return LoopExit(source, target)  # type: ignore[arg-type]
+        if not isinstance(source, ProductDomain):
+            raise TimeError(f"loop_exit must go from a product domain of depth k+1 to depth k, got {source!r} -> {target!r}")
+        return LoopExit(source, target)
     if kind == "feedback":
-        if source != target:
-            raise TimeError(f"feedback needs the same domain at both ends, got {source!r} -> {target!r}")
-        return Feedback(source)  # type: ignore[arg-type]
+        if source != target or not isinstance(source, ProductDomain):
+            raise TimeError(f"feedback needs the same product domain at both ends, got {source!r} -> {target!r}")
+        return Feedback(source)
     if kind == "recorded":
         return Recorded(source, target)
     if kind == "empty":
