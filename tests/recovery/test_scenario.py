@@ -41,6 +41,15 @@ def test_issue_example_parses_and_solves() -> None:
     assert set(out["resend"]) == {"e1"}
 
 
+def test_readme_example_parses_with_an_external_input() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## `falkirk solve`")[1].split("```json")[1].split("```")[0]
+    scenario = parse_scenario(json.loads(block))
+    assert "e0" not in scenario.topology.edges
+    out = solve(scenario.topology, scenario.available).to_json()
+    assert out["frontiers"] == {"p": [], "h": [], "s": []}
+
+
 def test_loop_entry_notification_frontier_is_unbounded() -> None:
     doc = base()
     doc["checkpoints"]["h"] = [{"frontier": "top", "delivered": {"e1": [[3, "inf"]]}, "notifications": [[3, 0]]}]
@@ -61,6 +70,7 @@ def test_loop_entry_notification_frontier_is_unbounded() -> None:
         (lambda d: d["checkpoints"]["p"][0].pop("frontier"), "'frontier' is required"),
         (lambda d: d["checkpoints"]["p"][0].__setitem__("frontier", [-1]), "checkpoint #0 of processor 'p'"),
         (lambda d: d["checkpoints"]["p"][0].__setitem__("delivered", {"e1": [1]}), "not an input edge"),
+        (lambda d: d["checkpoints"]["p"][0].__setitem__("delivered", {"ext": [-1]}), "delivered\\['ext'\\]"),
         (lambda d: d["checkpoints"]["p"][0].__setitem__("logged", {"e1": [5]}), "logged"),
         (lambda d: d["checkpoints"]["p"][0].__setitem__("extra", 1), "unknown keys"),
         (lambda d: d.__setitem__("extra", 1), "unknown keys"),

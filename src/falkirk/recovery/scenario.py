@@ -97,6 +97,10 @@ def _checkpoint(topology: Topology, p: str, k: int, entry: object) -> Checkpoint
         by_name = {e.name: e for e in edges}
         out: dict[str, Any] = {}
         for edge, value in values.items():
+            if inputs and edge not in topology.edges:
+                # An external input (a source's feed): checked, but no sender constrains it.
+                _wrap(partial(frontier_from_json, domain, value), f"{where}: {field}[{edge!r}]")
+                continue
             if edge not in by_name:
                 side = "input" if inputs else "output"
                 raise ScenarioError(
