@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 INF = float("inf")
 MAX_ASSIGNMENTS = 200_000
@@ -51,7 +52,9 @@ class Domain:
 
     @property
     def total(self) -> bool:
-        return self.kind == "epoch" or (self.kind == "product" and (self.order == "lexicographic" or self.depth == 1))
+        return self.kind == "epoch" or (
+            self.kind == "product" and (self.order == "lexicographic" or self.depth == 1)
+        )
 
     def leq(self, a: tuple, b: tuple) -> bool:
         if self.kind == "seq":
@@ -170,10 +173,9 @@ def make(dom: Domain, times: Iterable[tuple]) -> Frontier:
                     break
             t = tuple(t)
         ts.add(t)
-    if dom.kind != "seq":
-        # a time with all coordinates unbounded covers everything: that is ⊤
-        if any(all(x == INF for x in t) for t in ts):
-            return top(dom)
+    # a time with all coordinates unbounded covers everything: that is ⊤
+    if dom.kind != "seq" and any(all(x == INF for x in t) for t in ts):
+        return top(dom)
     maximal = frozenset(t for t in ts if not any(u != t and dom.leq(t, u) for u in ts))
     return Frontier(dom, False, maximal)
 
@@ -273,7 +275,7 @@ def apply_projection_function(kind: str, src: Domain, dst: Domain, f: Frontier) 
         return Frontier(dst, False, f.gens)
     if kind == "loop_entry":
         # every iteration of the times in f: each maximal m becomes [*m, inf]
-        return make(dst, (m + (INF,) for m in f.gens))
+        return make(dst, ((*m, INF) for m in f.gens))
     if kind == "loop_exit":
         # the times t all of whose iterations [*t, c] are in f
         if src.order == "product":
@@ -285,7 +287,7 @@ def apply_projection_function(kind: str, src: Domain, dst: Domain, f: Frontier) 
         pred = _lex_predecessor_downset(m[:-1])  # need t <lex m' strictly
         return make(dst, [] if pred is None else [pred])
     if kind == "feedback":
-        return make(dst, (m[:-1] + (m[-1] + 1,) for m in f.gens))
+        return make(dst, ((*m[:-1], m[-1] + 1) for m in f.gens))
     raise ValueError(f"unknown projection kind {kind!r}")
 
 
@@ -380,15 +382,18 @@ class Model:
             raw_list = cps.get(p, [])
             if not isinstance(raw_list, list):
                 raise ValueError(f"checkpoints[{p}] must be a list")
-            listed = [self._parse_checkpoint(p, raw, i + 1, i == len(raw_list) - 1) for i, raw in enumerate(raw_list)]
+            listed = [
+                self._parse_checkpoint(p, raw, i + 1, i == len(raw_list) - 1)
+                for i, raw in enumerate(raw_list)
+            ]
             for i, a in enumerate(listed):
-                for b in listed[i + 1:]:
+                for b in listed[i + 1 :]:
                     if a.frontier == b.frontier:
                         raise ValueError(f"checkpoints[{p}]: frontier listed twice")
                     if subset(b.frontier, a.frontier):
                         raise ValueError(f"checkpoints[{p}]: not in increasing order")
             self.listed[p] = listed
-            self.options[p] = [self._empty_checkpoint(p)] + listed
+            self.options[p] = [self._empty_checkpoint(p), *listed]
         self._phi_cache: dict = {}
 
     # -- checkpoints ---------------------------------------------------------
@@ -406,6 +411,11 @@ class Model:
         )
 
     def _edge_map(self, p: str, raw: Any, fieldname: str, allowed: list[Edge]) -> dict:
+        """The entries of a per-edge metadata map that name edges in `allowed`.
+
+        `delivered` may also name an edge that is not in the graph at all (an external
+        input): its value is parsed (checked) in p's domain, then dropped, as it has no
+        sender.  Any other edge name that is not in `allowed` is an error."""
         if raw is None:
             return {}
         if not isinstance(raw, dict):
@@ -416,15 +426,27 @@ class Model:
             if name in allowed_names:
                 out[name] = value
             elif name in self.edges:
-                raise ValueError(f"checkpoint of {p}: {fieldname} names edge {name} of the wrong direction")
-            # a name that is no edge of the graph at all is ignored
+                raise ValueError(
+                    f"checkpoint of {p}: {fieldname} names edge {name} of the wrong direction"
+                )
+            elif fieldname == "delivered":
+                parse_frontier(self.domain[p], value)  # external input: checked, constrains nothing
+            else:
+                raise ValueError(f"checkpoint of {p}: {fieldname} names unknown edge {name}")
         return out
 
     def _parse_checkpoint(self, p: str, raw: Any, index: int, is_last: bool) -> Checkpoint:
         dom = self.domain[p]
         if not isinstance(raw, dict) or "frontier" not in raw:
             raise ValueError(f"checkpoint of {p}: needs a frontier")
-        unknown = set(raw) - {"frontier", "notifications", "delivered", "projected", "discarded", "logged"}
+        unknown = set(raw) - {
+            "frontier",
+            "notifications",
+            "delivered",
+            "projected",
+            "discarded",
+            "logged",
+        }
         if unknown:
             raise ValueError(f"checkpoint of {p}: unknown keys {sorted(unknown)}")
         if raw["frontier"] == "top" and not is_last:
@@ -497,9 +519,15 @@ class Model:
             return greatest[0].projected[edge.name]
         if not contained:
             return empty(dst)
-        maximal = [c for c in contained if not any(d is not c and subset(c.frontier, d.frontier) for d in contained)]
+        maximal = [
+            c
+            for c in contained
+            if not any(d is not c and subset(c.frontier, d.frontier) for d in contained)
+        ]
         if self.ambiguous_recorded == "error":
-            raise ValueError(f"edge {edge.name}: no greatest checkpoint of {edge.src} inside {frontier_to_json(f)}")
+            raise ValueError(
+                f"edge {edge.name}: no greatest checkpoint of {edge.src} inside {frontier_to_json(f)}"
+            )
         if self.ambiguous_recorded == "last":
             return maximal[-1].projected[edge.name]  # last in listed (increasing) order
         out = empty(dst)
@@ -540,7 +568,9 @@ class Model:
                 )
         for p in self.procs:
             if not subset(fn[p], choice[p].frontier):
-                out.append(f"constraint 3: f_n({p}) = {frontier_to_json(fn[p])} ⊄ f({p}) = {frontier_to_json(choice[p].frontier)}")
+                out.append(
+                    f"constraint 3: f_n({p}) = {frontier_to_json(fn[p])} ⊄ f({p}) = {frontier_to_json(choice[p].frontier)}"
+                )
             if not subset(choice[p].notifications, fn[p]):
                 out.append(
                     f"constraint 4: N̄({p}, f({p})) = {frontier_to_json(choice[p].notifications)} "
@@ -593,9 +623,12 @@ class Assignment:
         m = self.model
         return {
             "frontiers": {p: frontier_to_json(self.frontiers[p]) for p in m.procs},
-            "notification_frontiers": {p: frontier_to_json(self.notification_frontiers[p]) for p in m.procs},
+            "notification_frontiers": {
+                p: frontier_to_json(self.notification_frontiers[p]) for p in m.procs
+            },
             "resend": {
-                e.name: [time_to_json(m.domain[e.dst], t) for t in self.resend[e.name]] for e in m.edges.values()
+                e.name: [time_to_json(m.domain[e.dst], t) for t in self.resend[e.name]]
+                for e in m.edges.values()
             },
         }
 
@@ -628,7 +661,9 @@ class BruteForceResult:
     @property
     def consistent_frontiers(self) -> list:
         """Each consistent assignment as {p: JSON frontier}."""
-        return [{p: frontier_to_json(a.frontiers[p]) for p in self.model.procs} for a in self.consistent]
+        return [
+            {p: frontier_to_json(a.frontiers[p]) for p in self.model.procs} for a in self.consistent
+        ]
 
 
 def solve_all(scenario: dict, *, ambiguous_recorded: str = "union") -> BruteForceResult:
@@ -672,7 +707,8 @@ def solve_all(scenario: dict, *, ambiguous_recorded: str = "union") -> BruteForc
 
     # pointwise ⊆ between options of one processor, by index
     leq = {
-        p: [[subset(a.frontier, b.frontier) for b in model.options[p]] for a in model.options[p]] for p in procs
+        p: [[subset(a.frontier, b.frontier) for b in model.options[p]] for a in model.options[p]]
+        for p in procs
     }
 
     def below(a: Assignment, b: Assignment) -> bool:
@@ -758,7 +794,9 @@ def check(
             continue
         choice[p] = match[0]
         if _canon_json(f_out[p]) != frontier_to_json(fp):
-            problems.append(f"format: frontiers[{p}] = {f_out[p]!r}, canonical form is {frontier_to_json(fp)!r}")
+            problems.append(
+                f"format: frontiers[{p}] = {f_out[p]!r}, canonical form is {frontier_to_json(fp)!r}"
+            )
         if p in fn and _canon_json(fn_out[p]) != frontier_to_json(fn[p]):
             problems.append(
                 f"format: notification_frontiers[{p}] = {fn_out[p]!r}, canonical form is {frontier_to_json(fn[p])!r}"
@@ -790,7 +828,9 @@ def check(
                     f"{frontier_to_json(ref.notification_frontiers[p])!r}"
                 )
     else:
-        problems.append("the frontier assignment is not consistent (no notification frontiers satisfy 3-5)")
+        problems.append(
+            "the frontier assignment is not consistent (no notification frontiers satisfy 3-5)"
+        )
 
     # resend
     expected = model.resend(choice)
@@ -807,7 +847,7 @@ def check(
                 parsed = [parse_time(model.domain[e.dst], t) for t in got]
             except (ValueError, TypeError):
                 parsed = None
-            if parsed is not None and parsed == expected[e.name]:
+            if parsed is not None and sorted(set(parsed), key=time_sort_key) == expected[e.name]:
                 problems.append(f"format: resend[{e.name}] = {got!r}, canonical form is {want!r}")
             else:
                 problems.append(f"resend[{e.name}] = {got!r}, expected {want!r}")

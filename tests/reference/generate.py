@@ -48,7 +48,10 @@ def _rand_time(rng: random.Random, dom: Domain, seq_edges: list[str], *, allow_i
     if dom.kind == "seq":
         return (rng.choice(seq_edges), rng.randint(0, MAX_TIME))
     while True:
-        t = tuple(INF if allow_inf and rng.random() < 0.2 else rng.randint(0, MAX_TIME) for _ in range(dom.depth))
+        t = tuple(
+            INF if allow_inf and rng.random() < 0.2 else rng.randint(0, MAX_TIME)
+            for _ in range(dom.depth)
+        )
         if not all(x == INF for x in t):
             return t
 
@@ -71,7 +74,9 @@ def _linear_extension(fs: list[Frontier]) -> list[Frontier]:
     return out
 
 
-def _rand_frontiers(rng: random.Random, dom: Domain, seq_edges: list[str], k: int, chains: bool) -> list[Frontier]:
+def _rand_frontiers(
+    rng: random.Random, dom: Domain, seq_edges: list[str], k: int, chains: bool
+) -> list[Frontier]:
     out: list[Frontier] = []
     if chains:
         for _ in range(k):
@@ -162,7 +167,9 @@ def _graph(rng: random.Random, domain: str):
         for i in range(n):
             for j in range(n):
                 if i < j and rng.random() < 0.4:
-                    edges.append((names[i], names[j], "identity" if rng.random() < 0.85 else "recorded"))
+                    edges.append(
+                        (names[i], names[j], "identity" if rng.random() < 0.85 else "recorded")
+                    )
                 elif j <= i and rng.random() < 0.12:
                     # every cycle goes through a feedback edge
                     edges.append((names[i], names[j], "feedback"))
@@ -196,7 +203,9 @@ def _graph(rng: random.Random, domain: str):
             else:
                 s = f"c{k}"
                 procs[s] = "epoch"
-                edges.append((rng.choice(epochs), s, rng.choice(["identity", "identity", "recorded"])))
+                edges.append(
+                    (rng.choice(epochs), s, rng.choice(["identity", "identity", "recorded"]))
+                )
             k += 1
             budget -= 1
     else:
@@ -246,7 +255,7 @@ def random_scenario(rng: random.Random, domain: str, *, chains: bool = True) -> 
             entry = {"frontier": _frontier_json(rng, f)}
             seq = dom[p].kind == "seq"
 
-            def sub(x: Frontier) -> Frontier:
+            def sub(x: Frontier, p: str = p) -> Frontier:
                 """a random frontier inside x (maybe x itself, maybe ∅)"""
                 r = rng.random()
                 if r < 0.25:
@@ -269,11 +278,15 @@ def random_scenario(rng: random.Random, domain: str, *, chains: bool = True) -> 
                     else:
                         x = sub(f)
                     delivered[d] = _frontier_json(rng, x)
+            if not inputs[p] and rng.random() < 0.3:
+                # an external input (a source's feed): checked, constrains nothing
+                x = meet(f, _rand_frontier(rng, dom[p], seq_edges_of(p))) if seq else sub(f)
+                delivered[f"in_{p}"] = _frontier_json(rng, x)
             if delivered:
                 entry["delivered"] = delivered
             projected, discarded, logged = {}, {}, {}
             for e in outputs[p]:
-                src, dst, kind, _ = edges[e]
+                _src, dst, kind, _ = edges[e]
                 ddom = dom[dst]
                 if kind == "recorded":
                     prev = prev_projected[e]
@@ -307,9 +320,14 @@ def random_scenario(rng: random.Random, domain: str, *, chains: bool = True) -> 
                         x = rand_dst_frontier(e)
                     discarded[e] = _frontier_json(rng, x)
                 else:
-                    discarded[e] = _frontier_json(rng, eff) if not (ddom.kind == "seq" and eff.top) else []
+                    discarded[e] = (
+                        _frontier_json(rng, eff) if not (ddom.kind == "seq" and eff.top) else []
+                    )
                 if rng.random() < 0.5:
-                    ts = [_rand_time(rng, ddom, dst_edges(e), allow_inf=False) for _ in range(rng.randint(0, 3))]
+                    ts = [
+                        _rand_time(rng, ddom, dst_edges(e), allow_inf=False)
+                        for _ in range(rng.randint(0, 3))
+                    ]
                     logged[e] = [_time_json(rng, ddom, t) for t in ts]
             if projected:
                 entry["projected"] = projected

@@ -32,21 +32,24 @@ def project(
     If ``frontier`` is one of the sender's available checkpoints, its stored
     ``projected`` value is used. Otherwise a recorded projection takes the value of
     the greatest available checkpoint contained in ``frontier`` (∅ if none, the
-    projection being monotone), and the other kinds apply their function.
+    projection being monotone; the union over the maximal ones if F*(src) is not a
+    chain), and the other kinds apply their function.
     ``available`` must include Ξ(src, ∅).
     """
-    best: CheckpointMeta | None = None
+    contained: list[CheckpointMeta] = []
     for meta in available:
         if meta.frontier == frontier:
             return meta.projected[edge.name]
-        if (
-            edge.projection.recorded
-            and meta.frontier <= frontier
-            and (best is None or best.frontier <= meta.frontier)
-        ):
-            best = meta
+        if edge.projection.recorded and meta.frontier <= frontier:
+            contained.append(meta)
     if edge.projection.recorded:
-        return best.projected[edge.name] if best else Frontier.empty(edge.projection.target)
+        # Each contained checkpoint's value is safe, so their union is too; along a
+        # chain this is simply the value of the greatest one.
+        result = Frontier.empty(edge.projection.target)
+        for meta in contained:
+            if not any(meta.frontier < other.frontier for other in contained):
+                result = result | meta.projected[edge.name]
+        return result
     return edge.projection(frontier)
 
 
@@ -63,7 +66,7 @@ def violations(
     for p in topology.processors:
         c = chosen[p]
         fn = notification_frontiers[p]
-        if not any(m is c for m in available[p]):
+        if not any(m is c or m.frontier == c.frontier for m in available[p]):
             problems.append(f"{p}: chosen {c!r} is not an available checkpoint")
         for e in topology.outputs(p):
             if not c.discarded[e.name] <= chosen[e.dst].frontier:
