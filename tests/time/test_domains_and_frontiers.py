@@ -130,6 +130,7 @@ class TestJson:
             ("seq", S),
             ("product", P),
             ({"kind": "product", "order": "lexicographic"}, L),
+            ("lexicographic", L),
             ({"kind": "product", "depth": 3}, ProductDomain(depth=3)),
         ],
     )

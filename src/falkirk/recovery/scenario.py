@@ -8,6 +8,7 @@ Errors name the processor, checkpoint and field at fault.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -20,6 +21,7 @@ from falkirk.recovery.topology import Topology
 from falkirk.time import Domain, Frontier, TimeError, domain_from_json, frontier_from_json
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 _CHECKPOINT_KEYS = {"frontier", "notifications", "delivered", "discarded", "projected", "logged"}
 
@@ -149,9 +151,13 @@ def _object(value: object, what: str) -> dict[str, Any]:
 
 
 def _only(spec: Mapping[str, object], allowed: set[str], what: str) -> None:
+    # Unknown keys are reported, not refused: annotations such as a "description"
+    # are common, and every field that matters has a safe default.
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise ScenarioError(f"{what}: unknown keys {unknown}; allowed: {sorted(allowed)}")
+        logger.warning(
+            "scenario %s: ignoring unknown keys %s (known keys: %s)", what, unknown, sorted(allowed)
+        )
 
 
 def dumps_plan(plan_json: Mapping[str, Any]) -> str:

@@ -25,6 +25,8 @@ def domain_from_json(value: object) -> Domain:
         return SeqDomain()
     if value == "product":
         return ProductDomain()
+    if value == "lexicographic":
+        return ProductDomain(order="lexicographic")
     if isinstance(value, dict) and value.get("kind") in ("epoch", "seq") and len(value) == 1:
         return domain_from_json(value["kind"])
     if isinstance(value, dict) and value.get("kind") == "product":
