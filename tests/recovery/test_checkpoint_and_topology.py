@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from falkirk.recovery import CheckpointError, CheckpointMeta, Topology, TopologyError
-from falkirk.time import EpochDomain, Frontier, Identity, ProductDomain, SeqDomain
-
-E = EpochDomain()
-L = ProductDomain(order="lexicographic")
-S = SeqDomain()
-
-
-def down(domain, *times):
-    return Frontier.down(domain, list(times))
+from falkirk.time import Frontier, Identity
+from tests.domains import E, L, S, down
 
 
 def test_epoch_defaults_are_the_frontier() -> None:

@@ -11,15 +11,8 @@ from falkirk.recovery import (
     solve,
     violations,
 )
-from falkirk.time import EpochDomain, Frontier, ProductDomain, SeqDomain
-
-E = EpochDomain()
-L = ProductDomain(order="lexicographic")
-S = SeqDomain()
-
-
-def down(domain, *times):
-    return Frontier.down(domain, list(times))
+from falkirk.time import Frontier
+from tests.domains import E, L, S, down
 
 
 def chain(topo: Topology, p: str, *epochs: int, **fields) -> list[CheckpointMeta]:

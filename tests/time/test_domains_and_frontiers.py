@@ -7,24 +7,14 @@ import pytest
 from falkirk.time import (
     INF,
     DomainMismatchError,
-    EpochDomain,
     Frontier,
     ProductDomain,
-    SeqDomain,
     TimeError,
     domain_from_json,
     frontier_from_json,
     frontier_to_json,
 )
-
-E = EpochDomain()
-P = ProductDomain()
-L = ProductDomain(order="lexicographic")
-S = SeqDomain()
-
-
-def down(domain, *times):
-    return Frontier.down(domain, list(times))
+from tests.domains import E, L, P, S, down
 
 
 class TestEpochs:

@@ -17,21 +17,14 @@ from falkirk.time import (
     LoopExit,
     ProductDomain,
     Recorded,
-    SeqDomain,
     SeqToEpoch,
     TimeError,
     projection_for,
 )
+from tests.domains import E, L, P, S, down
 
-E = EpochDomain()
-P = ProductDomain()
-L = ProductDomain(order="lexicographic")
-S = SeqDomain()
 TOP_E, EMPTY_E = Frontier.top(E), Frontier.empty(E)
 
-
-def down(domain, *times):
-    return Frontier.down(domain, list(times))
 
 
 def test_identity() -> None:
