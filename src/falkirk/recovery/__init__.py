@@ -12,6 +12,7 @@ Pure Python (no pyspark). The concepts are those of the Falkirk Wheel paper:
 from __future__ import annotations
 
 from falkirk.recovery.checkpoint import CheckpointMeta
+from falkirk.recovery.codec import checkpoint_from_json, checkpoint_to_json
 from falkirk.recovery.constraints import violations
 from falkirk.recovery.exceptions import (
     CheckpointError,
@@ -41,6 +42,8 @@ __all__ = [
     "SolverError",
     "Topology",
     "TopologyError",
+    "checkpoint_from_json",
+    "checkpoint_to_json",
     "load_scenario",
     "parse_scenario",
     "solve",
