@@ -1,0 +1,78 @@
+"""Fencing: one live driver per storage root.
+
+A driver holds an exclusive ``flock`` on ``<root>/falkirk.lock`` for as long as it
+runs. The kernel releases the lock when the process dies - also on SIGKILL - so a
+restarted driver takes over at once, while a second driver started next to a live
+one is refused with :class:`StorageInUseError` naming the holder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+from falkirk.storage.exceptions import StorageInUseError
+
+LOCK_NAME = "falkirk.lock"
+
+
+class RootLock:
+    """The exclusive lock of one storage root; use as a context manager."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.path = Path(root) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise :class:`StorageInUseError` saying who holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise StorageInUseError(
+                f"storage root {self.path.parent} is in use by {holder}; stop that driver "
+                "first, or give this one another storage root"
+            ) from None
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(owner).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> RootLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            owner = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
+            return f"pid {owner['pid']} on {owner['host']} (since {since})"
+        except (ValueError, KeyError, TypeError):
+            return "another driver"

@@ -1,0 +1,262 @@
+"""The metadata store: what is committed, in one SQLite file under the storage root.
+
+Everything that recovery trusts lives here: checkpoint metadata Ξ(p, f) with the
+files holding its state and logs, source offsets per epoch, and sink commits per
+epoch. The protocol (DESIGN.md, failure model):
+
+1. write data files (Parquet) under fresh, unique names;
+2. make them durable (:func:`make_durable`) and record their sizes;
+3. commit the metadata naming them in **one** SQLite transaction (:meth:`MetaStore.commit`).
+
+A crash before step 3 leaves files that no commit names: invisible, and collected
+later. A crash during step 3 leaves no trace (SQLite rolls the transaction back).
+On load, every file a commit names is checked against its recorded size, so a
+partial or damaged file is detected, never trusted (:class:`CorruptStorageError`).
+Records are JSON, never pickles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
+from falkirk.storage.exceptions import CorruptStorageError, StorageError
+from falkirk.time import Frontier, frontier_to_json
+
+SCHEMA_VERSION = 1
+DB_NAME = "meta.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    processor TEXT NOT NULL,
+    frontier TEXT NOT NULL,
+    record TEXT NOT NULL,
+    files TEXT NOT NULL,
+    committed_at REAL NOT NULL,
+    PRIMARY KEY (processor, frontier)
+);
+CREATE TABLE IF NOT EXISTS source_offsets (
+    source TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    offsets TEXT NOT NULL,
+    PRIMARY KEY (source, epoch)
+);
+CREATE TABLE IF NOT EXISTS sink_commits (
+    sink TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    PRIMARY KEY (sink, epoch)
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """A committed data file and the size it had when committed."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, eq=False)
+class StoredCheckpoint:
+    """A committed checkpoint: its metadata and the files holding S(p, f) and L(e, f)."""
+
+    meta: CheckpointMeta
+    files: tuple[StoredFile, ...]
+
+
+@dataclass
+class CommitBatch:
+    """Everything one atomic commit records (all lists may be empty)."""
+
+    checkpoints: list[tuple[CheckpointMeta, Sequence[StoredFile]]] = field(default_factory=list)
+    offsets: list[tuple[str, int, Any]] = field(default_factory=list)
+    sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
+
+
+def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
+    """fsync local files (and their directories) and return them with their sizes.
+
+    Raises :class:`StorageError` if a file is missing: it cannot be committed."""
+    stored: list[StoredFile] = []
+    dirs: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise StorageError(f"cannot commit {path}: the file does not exist") from None
+        try:
+            os.fsync(fd)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        stored.append(StoredFile(str(path), size))
+        dirs.add(path.parent)
+    for d in dirs:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return stored
+
+
+class MetaStore:
+    """Committed metadata of one storage root (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.path = Path(root) / DB_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise StorageError(
+                f"{self.path} has metadata schema {version}; this Falkirk reads schema "
+                f"{SCHEMA_VERSION}. Use the Falkirk version that wrote it."
+            )
+        self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing ----------------------------------------------------------------------
+
+    def commit(self, batch: CommitBatch) -> None:
+        """Record ``batch`` atomically: all of it is visible afterwards, or none."""
+        now = time.time()
+        rows_ckpt = [
+            (
+                meta.processor,
+                json.dumps(frontier_to_json(meta.frontier)),
+                json.dumps(checkpoint_to_json(meta)),
+                _files_json(files),
+                now,
+            )
+            for meta, files in batch.checkpoints
+        ]
+        rows_off = [(s, e, json.dumps(o)) for s, e, o in batch.offsets]
+        rows_sink = [(s, e, _files_json(f)) for s, e, f in batch.sink_commits]
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", rows_ckpt)
+            self._db.executemany("INSERT INTO source_offsets VALUES (?, ?, ?)", rows_off)
+            self._db.executemany("INSERT INTO sink_commits VALUES (?, ?, ?)", rows_sink)
+            self._db.execute("COMMIT")
+        except sqlite3.IntegrityError as exc:
+            self._db.execute("ROLLBACK")
+            raise StorageError(
+                f"commit refused: {exc}; the same checkpoint, offset or sink epoch was "
+                "already committed (a replay must skip committed work)"
+            ) from exc
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def delete_checkpoints(self, processor: str, frontiers: Iterable[Frontier]) -> list[StoredFile]:
+        """Forget checkpoints (garbage collection); returns their files to delete."""
+        keys = [(processor, json.dumps(frontier_to_json(f))) for f in frontiers]
+        files: list[StoredFile] = []
+        self._db.execute("BEGIN IMMEDIATE")
+        for key in keys:
+            for (raw,) in self._db.execute(
+                "SELECT files FROM checkpoints WHERE processor = ? AND frontier = ?", key
+            ):
+                files.extend(_files_from_json(raw))
+        self._db.executemany("DELETE FROM checkpoints WHERE processor = ? AND frontier = ?", keys)
+        self._db.execute("COMMIT")
+        return files
+
+    # -- reading ----------------------------------------------------------------------
+
+    def checkpoints(self, topology: Topology, *, verify: bool = True) -> dict[str, list[StoredCheckpoint]]:
+        """Committed checkpoints per processor of ``topology``, in increasing order.
+
+        With ``verify``, every named file must exist with its recorded size, else
+        :class:`CorruptStorageError`. Records of processors the topology lacks raise
+        too: the pipeline must not change under a storage root."""
+        result: dict[str, list[StoredCheckpoint]] = {p: [] for p in topology.processors}
+        for processor, record, raw_files in self._db.execute(
+            "SELECT processor, record, files FROM checkpoints ORDER BY committed_at, rowid"
+        ):
+            if processor not in result:
+                raise StorageError(
+                    f"{self.path} holds checkpoints of processor {processor!r}, which this "
+                    f"pipeline does not have ({sorted(result)}); use the pipeline that wrote "
+                    "them or a fresh storage root"
+                )
+            files = tuple(_files_from_json(raw_files))
+            if verify:
+                verify_files(files)
+            meta = checkpoint_from_json(topology, json.loads(record))
+            result[processor].append(StoredCheckpoint(meta, files))
+        # Commit order is usually frontier order; sort by how many frontiers lie below
+        # (a chain's order) so that out-of-order commits are listed correctly too.
+        return {p: _chain_order(items) for p, items in result.items()}
+
+    def offsets(self, source: str) -> dict[int, Any]:
+        """Committed offsets of ``source`` per epoch."""
+        return {
+            epoch: json.loads(raw)
+            for epoch, raw in self._db.execute(
+                "SELECT epoch, offsets FROM source_offsets WHERE source = ? ORDER BY epoch", (source,)
+            )
+        }
+
+    def sink_commits(self, sink: str) -> dict[int, tuple[StoredFile, ...]]:
+        """Committed epochs of ``sink`` with their files."""
+        return {
+            epoch: tuple(_files_from_json(raw))
+            for epoch, raw in self._db.execute(
+                "SELECT epoch, files FROM sink_commits WHERE sink = ? ORDER BY epoch", (sink,)
+            )
+        }
+
+    def referenced_files(self) -> set[str]:
+        """Every file some commit names: anything else under the root is garbage."""
+        names: set[str] = set()
+        for table in ("checkpoints", "sink_commits"):
+            for (raw,) in self._db.execute(f"SELECT files FROM {table}"):  # table names are constants
+                names.update(f.path for f in _files_from_json(raw))
+        return names
+
+
+def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
+    def below(s: StoredCheckpoint) -> int:
+        return sum(o.meta.frontier < s.meta.frontier for o in items)
+
+    return sorted(items, key=below)
+
+
+def verify_files(files: Iterable[StoredFile]) -> None:
+    """Raise :class:`CorruptStorageError` unless every file exists with its size."""
+    for f in files:
+        try:
+            size = os.stat(f.path).st_size
+        except FileNotFoundError:
+            raise CorruptStorageError(f"committed file {f.path} is missing") from None
+        if size != f.size:
+            raise CorruptStorageError(
+                f"committed file {f.path} has {size} bytes, {f.size} were committed: it was "
+                "damaged or truncated after the commit"
+            )
+
+
+def _files_json(files: Sequence[StoredFile]) -> str:
+    return json.dumps([[f.path, f.size] for f in files])
+
+
+def _files_from_json(raw: str) -> list[StoredFile]:
+    return [StoredFile(path, size) for path, size in json.loads(raw)]

@@ -1,0 +1,128 @@
+"""The metadata store: atomic commits (also under SIGKILL), verification, schema."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from falkirk.recovery import CheckpointMeta, Topology
+from falkirk.storage import (
+    CommitBatch,
+    CorruptStorageError,
+    MetaStore,
+    StorageError,
+    make_durable,
+)
+from tests.domains import E, down
+
+
+@pytest.fixture
+def topo() -> Topology:
+    return Topology.build({"src": E, "agg": E}, [("e", "src", "agg", "identity")])
+
+
+def data_file(tmp_path: Path, name: str, payload: bytes = b"parquet bytes") -> Path:
+    path = tmp_path / "data" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(payload)
+    return path
+
+
+def test_commit_and_read_back(tmp_path: Path, topo: Topology) -> None:
+    store = MetaStore(tmp_path)
+    files = make_durable([data_file(tmp_path, "a.parquet")])
+    store.commit(
+        CommitBatch(
+            checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 2)), files)],
+            offsets=[("src", 2, {"files": ["in-001.csv"]})],
+            sink_commits=[("agg", 2, files)],
+        )
+    )
+    store.commit(CommitBatch(checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), [])]))
+    stored = MetaStore(tmp_path).checkpoints(topo)
+    assert [s.meta.frontier for s in stored["agg"]] == [down(E, 1), down(E, 2)]
+    assert stored["agg"][1].files == tuple(files)
+    assert store.offsets("src") == {2: {"files": ["in-001.csv"]}}
+    assert list(store.sink_commits("agg")) == [2]
+    assert store.referenced_files() == {str(tmp_path / "data" / "a.parquet")}
+
+
+def test_duplicate_commit_is_refused_whole(tmp_path: Path, topo: Topology) -> None:
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(offsets=[("src", 1, [1])]))
+    with pytest.raises(StorageError, match="already committed"):
+        store.commit(
+            CommitBatch(
+                checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), [])],
+                offsets=[("src", 1, [1])],
+            )
+        )
+    assert store.checkpoints(topo)["agg"] == []  # nothing of the refused batch is visible
+
+
+def test_damaged_files_are_detected(tmp_path: Path, topo: Topology) -> None:
+    store = MetaStore(tmp_path)
+    path = data_file(tmp_path, "s.parquet")
+    store.commit(CommitBatch(checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), make_durable([path]))]))
+    path.write_bytes(b"trunc")
+    with pytest.raises(CorruptStorageError, match="truncated"):
+        store.checkpoints(topo)
+    path.unlink()
+    with pytest.raises(CorruptStorageError, match="missing"):
+        store.checkpoints(topo)
+    with pytest.raises(StorageError, match="does not exist"):
+        make_durable([path])
+
+
+def test_foreign_pipeline_and_schema_are_refused(tmp_path: Path, topo: Topology) -> None:
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), [])]))
+    other = Topology.build({"x": E}, [])
+    with pytest.raises(StorageError, match="does not have"):
+        store.checkpoints(other)
+    store.close()
+    db = sqlite3.connect(tmp_path / "meta.sqlite")
+    db.execute("PRAGMA user_version=7")
+    db.close()
+    with pytest.raises(StorageError, match="schema 7"):
+        MetaStore(tmp_path)
+
+
+WRITER = """
+import sys
+from falkirk.recovery import CheckpointMeta, Topology
+from falkirk.storage import CommitBatch, MetaStore
+from falkirk.time import EpochDomain, Frontier
+E = EpochDomain()
+topo = Topology.build({"src": E, "agg": E}, [("e", "src", "agg", "identity")])
+store = MetaStore(sys.argv[1])
+for epoch in range(1, 100000):
+    meta = CheckpointMeta.build(topo, "agg", Frontier.down(E, [epoch]))
+    store.commit(CommitBatch(checkpoints=[(meta, [])], offsets=[("src", epoch, [epoch])],
+                             sink_commits=[("agg", epoch, [])]))
+    if epoch == 1:
+        print("running", flush=True)
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sigkill_during_commits_leaves_whole_batches(tmp_path: Path, topo: Topology, seed: int) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "running"
+    time.sleep(random.Random(seed).uniform(0.05, 0.6))
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=10)
+    store = MetaStore(tmp_path)
+    ckpt_epochs = [s.meta.frontier.maxima[0] for s in store.checkpoints(topo)["agg"]]
+    assert ckpt_epochs, "the writer committed nothing before the kill"
+    assert ckpt_epochs == list(range(1, len(ckpt_epochs) + 1))
+    assert list(store.offsets("src")) == ckpt_epochs
+    assert list(store.sink_commits("agg")) == ckpt_epochs
