@@ -65,7 +65,7 @@ def test_loop_entry_notification_frontier_is_unbounded() -> None:
     [
         (lambda d: d["processors"].__setitem__("x", {"domain": "weird"}), "processor 'x'"),
         (lambda d: d["edges"]["e1"].__setitem__("dst", "nope"), "not a processor"),
-        (lambda d: d["edges"]["e1"].pop("src"), "needs both 'src' and 'dst'"),
+        (lambda d: d["edges"]["e1"].pop("src"), "needs 'src' and 'dst' naming processors"),
         (lambda d: d["checkpoints"].__setitem__("zz", []), "unknown processor 'zz'"),
         (lambda d: d["checkpoints"]["p"][0].pop("frontier"), "'frontier' is required"),
         (lambda d: d["checkpoints"]["p"][0].__setitem__("frontier", [-1]), "checkpoint #0 of processor 'p'"),

@@ -74,9 +74,10 @@ def test_cycle_through_feedback_converges() -> None:
 
 def test_incomparable_checkpoints_are_reported_as_ambiguous() -> None:
     topo = Topology.build({"a": S, "b": S}, [("e", "a", "b", "recorded")])
+    logged = {"e": Frontier.empty(S)}
     a = [
-        CheckpointMeta.build(topo, "a", down(S, ["in1", 4], ["in2", 1])),
-        CheckpointMeta.build(topo, "a", down(S, ["in1", 1], ["in2", 4])),
+        CheckpointMeta.build(topo, "a", down(S, ["in1", 4], ["in2", 1]), discarded=logged),
+        CheckpointMeta.build(topo, "a", down(S, ["in1", 1], ["in2", 4]), discarded=logged),
     ]
     plan = solve(topo, {"a": a})
     assert plan.ambiguous
@@ -90,7 +91,7 @@ def test_incomparable_checkpoints_with_one_consistent_choice_are_not_ambiguous()
         CheckpointMeta.build(
             topo, "a", down(S, ["in1", 4], ["in2", 1]), discarded={"e": down(S, ["e", 9])}
         ),
-        CheckpointMeta.build(topo, "a", down(S, ["in1", 1], ["in2", 4])),
+        CheckpointMeta.build(topo, "a", down(S, ["in1", 1], ["in2", 4]), discarded={"e": Frontier.empty(S)}),
     ]
     plan = solve(topo, {"a": a})
     assert not plan.ambiguous
@@ -135,6 +136,15 @@ def test_unknown_processor_is_refused() -> None:
     topo = Topology.build({"a": E}, [])
     with pytest.raises(CheckpointError, match="unknown processors"):
         solve(topo, {"zz": []})
+
+
+def test_recorded_edge_without_stored_values_is_assumed_discarded() -> None:
+    # Safe default of the API: nothing is known about what was sent on a recorded edge,
+    # so a receiver at ∅ blocks every checkpoint of the sender but ∅.
+    topo = Topology.build({"a": S, "b": S}, [("e", "a", "b", "recorded")])
+    meta = CheckpointMeta.build(topo, "a", down(S, ["in", 2]))
+    assert meta.discarded["e"].is_top
+    assert solve(topo, {"a": [meta]}).frontiers["a"].is_empty
 
 
 def test_listed_empty_frontier_is_ignored() -> None:

@@ -76,6 +76,8 @@ def parse_domain(raw: Any) -> Domain:
         return Domain("seq", "product", 0)
     if raw == "product":
         return Domain("product", "product", 2)
+    if raw == "lexicographic":
+        return Domain("product", "lexicographic", 2)
     if isinstance(raw, dict) and raw.get("kind") == "product":
         unknown = set(raw) - {"kind", "order", "depth"}
         if unknown:
@@ -538,17 +540,21 @@ class Model:
     # -- constraints -------------------------------------------------------------
 
     def greatest_fn(self, choice: dict[str, Checkpoint]) -> dict[str, Frontier]:
-        fn = {p: choice[p].frontier for p in self.procs}
-        for _ in range(100_000):
-            new = {}
-            for p in self.procs:
-                x = meet(fn[p], choice[p].frontier)
-                for d in self.inputs[p]:
-                    x = meet(x, self.phi(d, fn[d.src]))
-                new[p] = x
-            if new == fn:
-                return fn
-            fn = new
+        # Evaluate f_n(p) = f(p) ∩ ⋂ φ(d)(f_n(src d)) from f_n = f until stable; with a
+        # monotone φ this descends to the greatest fixed point. A non-monotone φ may
+        # oscillate: then also intersect with the previous value, which must converge.
+        for keep_old in (False, True):
+            fn = {p: choice[p].frontier for p in self.procs}
+            for _ in range(10 * len(self.procs) + 10 if not keep_old else 100_000):
+                new = {}
+                for p in self.procs:
+                    x = meet(fn[p], choice[p].frontier) if keep_old else choice[p].frontier
+                    for d in self.inputs[p]:
+                        x = meet(x, self.phi(d, fn[d.src]))
+                    new[p] = x
+                if new == fn:
+                    return fn
+                fn = new
         raise RuntimeError("notification frontier iteration did not converge")
 
     def violations(self, choice: dict[str, Checkpoint], fn: dict[str, Frontier]) -> list[str]:

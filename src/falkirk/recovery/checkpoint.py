@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from falkirk.recovery.exceptions import CheckpointError
 from falkirk.recovery.topology import Topology
@@ -47,6 +48,10 @@ class CheckpointMeta:
     projected: Mapping[str, Frontier]
     discarded: Mapping[str, Frontier]
     logged: Mapping[str, tuple[Time, ...]]
+    #: Output edges whose ``projected`` value was given explicitly and differs from
+    #: the edge's projection function (a recorded edge never counts). Such values
+    #: can make φ non-monotone; the solver then checks its answer exhaustively.
+    overridden: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -67,6 +72,8 @@ class CheckpointMeta:
         * ``delivered[d]`` = f (in a sequence-number domain: f's part on edge d);
         * ``projected[e]`` = φ(e)(f) (∅ for a recorded projection);
         * ``discarded[e]`` = ``projected[e]`` (nothing logged, everything discarded);
+          for a recorded edge without a stored ``projected`` value that would claim
+          nothing was discarded, so the default is ⊤ (anything may be missing);
         * ``logged[e]`` = no messages.
 
         Raises :class:`CheckpointError` naming the processor and field when an edge is
@@ -96,13 +103,18 @@ class CheckpointMeta:
         resolved_projected: dict[str, Frontier] = {}
         resolved_discarded: dict[str, Frontier] = {}
         resolved_logged: dict[str, tuple[Time, ...]] = {}
+        overridden: set[str] = set()
         for name, edge in outs.items():
             target = topology.domains[edge.dst]
             proj = (projected or {}).get(name)
+            unknown = proj is None and edge.projection.recorded
             if proj is None:
                 proj = edge.projection(frontier)
             _same(proj, target, f"{where}: projected[{name!r}]")
-            disc = (discarded or {}).get(name, proj)
+            if not edge.projection.recorded and proj != edge.projection(frontier):
+                overridden.add(name)
+            default = Frontier.top(target) if unknown and not frontier.is_empty else proj
+            disc = (discarded or {}).get(name, default)
             _same(disc, target, f"{where}: discarded[{name!r}]")
             resolved_projected[name] = proj
             resolved_discarded[name] = disc
@@ -115,6 +127,7 @@ class CheckpointMeta:
             resolved_projected,
             resolved_discarded,
             resolved_logged,
+            frozenset(overridden),
         )
 
     @classmethod
@@ -171,4 +184,10 @@ def _times(domain: Domain, times: Iterable[Time], what: str) -> tuple[Time, ...]
         checked = {domain.check(list(t) if isinstance(t, tuple) else t) for t in times}
     except TimeError as exc:
         raise CheckpointError(f"{what}: {exc}") from exc
+    for t in checked:
+        coords: tuple[Any, ...] = t if isinstance(t, tuple) else (t,)
+        if isinstance(domain, SeqDomain):
+            coords = coords[1:]
+        if any(c == float("inf") for c in coords):
+            raise CheckpointError(f"{what}: a message has a finite time, got {t!r}")
     return tuple(sorted(checked, key=domain.sort_key))

@@ -35,7 +35,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from falkirk.recovery.checkpoint import CheckpointMeta
-from falkirk.recovery.exceptions import CheckpointError
+from falkirk.recovery.exceptions import CheckpointError, RecoveryError
 from falkirk.recovery.plan import RollbackPlan
 from falkirk.recovery.solver import solve
 from falkirk.recovery.topology import Topology
@@ -125,10 +125,18 @@ class Monitor:
         return self.add_many([meta])
 
     def add_many(self, metas: Iterable[CheckpointMeta]) -> list[Decision]:
-        """:meth:`add` for several records at once, solving only once."""
+        """:meth:`add` for several records at once, solving only once.
+
+        All or nothing: if a record is refused, or the low-watermarks would fall (the
+        metadata is not monotone), :class:`CheckpointError` is raised and the monitor
+        is left exactly as it was."""
+        available = {p: list(ms) for p, ms in self._available.items()}
         for meta in metas:
-            self._insert(meta)
-        return self._advance(solve(self.topology, self._available))
+            _insert(available, meta, self.topology)
+        plan = solve(self.topology, available)
+        decisions = self._decisions(plan, available)
+        self._available, self._plan = available, plan
+        return decisions
 
     def recover(
         self,
@@ -161,6 +169,18 @@ class Monitor:
             for p, metas in self._available.items()
         }
         plan = solve(self.topology, options)
+        fallen = {
+            p: (lw, plan.frontiers[p])
+            for p, lw in self._plan.frontiers.items()
+            if not lw <= plan.frontiers[p]
+        }
+        if fallen:
+            raise RecoveryError(
+                "recovery would roll back below low-watermarks whose data may already be "
+                f"collected: {fallen} (low-watermark, rollback). The live metadata given for "
+                "the survivors is inconsistent with what they persisted; refusing to recover "
+                "rather than lose data"
+            )
         for p, f in plan.frontiers.items():
             self._available[p] = [m for m in self._available[p] if m.frontier <= f]
             logger.info(
@@ -178,45 +198,28 @@ class Monitor:
 
     # -- internals --------------------------------------------------------------------
 
-    def _insert(self, meta: CheckpointMeta) -> None:
-        p = meta.processor
-        self.topology.require(p)
-        if meta.frontier.is_top or meta.frontier.is_empty:
-            raise CheckpointError(
-                f"{meta!r}: a persisted checkpoint needs a frontier other than ⊤ and ∅"
-            )
-        chain = self._available[p]
-        position = 0
-        for k, other in enumerate(chain):
-            if other.frontier == meta.frontier:
-                raise CheckpointError(f"{meta!r} was already added to the monitor")
-            if other.frontier <= meta.frontier:
-                position = k + 1
-            elif not meta.frontier <= other.frontier:
-                raise CheckpointError(
-                    f"{meta!r} is incomparable with {other!r}: F*({p}) must be a chain; "
-                    "checkpoint frontiers of a processor must grow"
-                )
-        if position < len(chain):
-            logger.debug("checkpoint %r arrived out of order; inserted below newer ones", meta)
-        chain.insert(position, meta)
-
-    def _advance(self, plan: RollbackPlan) -> list[Decision]:
+    def _decisions(
+        self, plan: RollbackPlan, available: dict[str, list[CheckpointMeta]]
+    ) -> list[Decision]:
+        """What ``plan``'s low-watermarks allow; collects stale checkpoints from
+        ``available`` (a working copy). Raises before touching anything if a
+        low-watermark would fall."""
         old = self._plan.frontiers
-        self._plan = plan
+        fallen = [p for p, lw in plan.frontiers.items() if not old[p] <= lw]
+        if fallen:
+            raise CheckpointError(
+                "low-watermarks would go down ("
+                + ", ".join(f"{p}: {old[p]!r} -> {plan.frontiers[p]!r}" for p in fallen)
+                + "): the checkpoint metadata is not monotone (a projection or discarded "
+                "frontier shrinks as the frontier grows); refused, nothing was changed"
+            )
         decisions: list[Decision] = []
         for p, lw in plan.frontiers.items():
             if lw == old[p]:
                 continue
-            if not old[p] <= lw:
-                raise CheckpointError(
-                    f"low-watermark of {p!r} went down from {old[p]!r} to {lw!r}: the "
-                    "checkpoint metadata is not monotone (a projection shrinks as the "
-                    "frontier grows); refusing to collect anything"
-                )
-            stale = tuple(m.frontier for m in self._available[p] if m.frontier < lw)
+            stale = tuple(m.frontier for m in available[p] if m.frontier < lw)
             if stale:
-                self._available[p] = [m for m in self._available[p] if not m.frontier < lw]
+                available[p] = [m for m in available[p] if not m.frontier < lw]
                 decisions.append(Decision(DecisionKind.COLLECT_CHECKPOINTS, p, lw, frontiers=stale))
             for d in self.topology.inputs(p):
                 decisions.append(Decision(DecisionKind.COLLECT_LOG, p, lw, edge=d.name))
@@ -226,3 +229,26 @@ class Monitor:
                 decisions.append(Decision(DecisionKind.RELEASE_SINK, p, lw))
             logger.debug("low-watermark processor=%s frontier=%r", p, lw)
         return decisions
+
+
+def _insert(available: dict[str, list[CheckpointMeta]], meta: CheckpointMeta, topology: Topology) -> None:
+    """Insert ``meta`` into its processor's chain, keeping it a chain."""
+    p = meta.processor
+    topology.require(p)
+    if meta.frontier.is_top or meta.frontier.is_empty:
+        raise CheckpointError(f"{meta!r}: a persisted checkpoint needs a frontier other than ⊤ and ∅")
+    chain = available[p]
+    position = 0
+    for k, other in enumerate(chain):
+        if other.frontier == meta.frontier:
+            raise CheckpointError(f"{meta!r} was already added to the monitor")
+        if other.frontier <= meta.frontier:
+            position = k + 1
+        elif not meta.frontier <= other.frontier:
+            raise CheckpointError(
+                f"{meta!r} is incomparable with {other!r}: F*({p}) must be a chain; "
+                "checkpoint frontiers of a processor must grow"
+            )
+    if position < len(chain):
+        logger.debug("checkpoint %r arrived out of order; inserted below newer ones", meta)
+    chain.insert(position, meta)

@@ -64,8 +64,10 @@ def parse_scenario(document: object) -> Scenario:
     for name, spec in _object(doc.get("edges", {}), "'edges'").items():
         spec = _object(spec, f"edge {name!r}")
         _only(spec, {"src", "dst", "projection"}, f"edge {name!r}")
-        if "src" not in spec or "dst" not in spec:
-            raise ScenarioError(f"edge {name!r}: needs both 'src' and 'dst', got {spec!r}")
+        if not isinstance(spec.get("src"), str) or not isinstance(spec.get("dst"), str):
+            raise ScenarioError(
+                f"edge {name!r}: needs 'src' and 'dst' naming processors, got {spec!r}"
+            )
         edge_specs.append((name, spec["src"], spec["dst"], spec.get("projection", "identity")))
     topology = _wrap(lambda: Topology.build(domains, edge_specs), "edges")
     available: dict[str, tuple[CheckpointMeta, ...]] = {}
@@ -77,6 +79,12 @@ def parse_scenario(document: object) -> Scenario:
         if not isinstance(entries, list):
             raise ScenarioError(f"checkpoints of {p!r}: expected a list, got {entries!r}")
         available[p] = tuple(_checkpoint(topology, p, k, e) for k, e in enumerate(entries))
+        for k, meta in enumerate(available[p][:-1]):
+            if meta.frontier.is_top:
+                raise ScenarioError(
+                    f"checkpoint #{k} of processor {p!r}: \"top\" (the current state of a "
+                    "processor that has not failed) must be listed last"
+                )
     return Scenario(topology, available)
 
 
@@ -120,15 +128,36 @@ def _checkpoint(topology: Topology, p: str, k: int, entry: object) -> Checkpoint
                 )
         return out
 
+    frontier = own(spec["frontier"], "frontier")
+    projected = per_edge("projected", inputs=False) or {}
+    discarded = per_edge("discarded", inputs=False) or {}
+    for edge in topology.outputs(p):
+        if edge.name in discarded:
+            continue
+        # The format's default is D̄ = φ literally (docs/scenarios.md), also where a
+        # recorded edge stores no value and φ is therefore ∅.
+        value = projected.get(edge.name)
+        if value is None:
+            value = edge.projection(frontier)
+            if edge.projection.recorded and not frontier.is_empty:
+                logger.warning(
+                    "scenario %s: recorded edge %r has neither 'projected' nor 'discarded'; "
+                    "the format's default D̄ = φ = ∅ says nothing sent on it was discarded. "
+                    "Give 'discarded' if messages on %r were not logged.",
+                    where,
+                    edge.name,
+                    edge.name,
+                )
+        discarded[edge.name] = value
     return _wrap(
         lambda: CheckpointMeta.build(
             topology,
             p,
-            own(spec["frontier"], "frontier"),
+            frontier,
             notifications=own(spec["notifications"], "notifications") if "notifications" in spec else None,
             delivered=per_edge("delivered", inputs=True),
-            projected=per_edge("projected", inputs=False),
-            discarded=per_edge("discarded", inputs=False),
+            projected=projected,
+            discarded=discarded,
             logged=per_edge("logged", inputs=False),
         ),
         where,

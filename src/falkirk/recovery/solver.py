@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from falkirk.recovery import exhaustive
 from falkirk.recovery.checkpoint import CheckpointMeta
 from falkirk.recovery.constraints import project, violations
 from falkirk.recovery.exceptions import CheckpointError, RecoveryError
@@ -47,6 +48,18 @@ from falkirk.recovery.topology import Edge, Topology
 from falkirk.time import Frontier
 
 logger = logging.getLogger(__name__)
+
+
+VIRTUAL = -1  # state.f value of a non-chain processor not yet examined
+
+
+def _join(frontiers: Iterable[Frontier]) -> Frontier:
+    result: Frontier | None = None
+    for f in frontiers:
+        result = f if result is None else result | f
+    if result is None:
+        raise RecoveryError("internal: join of no frontiers")
+    return result
 
 
 class SolverError(RecoveryError):
@@ -90,6 +103,7 @@ class _Solver:
         self.max_branches = max_branches
         self.branches = 0
         self.truncated = False
+        self.monotone = True
         self.warnings: list[str] = []
         unknown = sorted(set(available) - set(topology.domains))
         if unknown:
@@ -101,6 +115,10 @@ class _Solver:
         self.index: dict[str, dict[Frontier, int]] = {}
         self.chain: dict[str, bool] = {}
         self.below: dict[str, list[list[int]]] = {}
+        # A non-chain F*(p) has no greatest element: such a processor starts at the
+        # join of its candidates (VIRTUAL), an upper bound of every consistent choice.
+        self.upper: dict[str, Frontier] = {}
+        self.upper_projected: dict[str, dict[str, Frontier]] = {}
         for p in topology.processors:
             cands = self._candidates(p, available.get(p, ()))
             self.cands[p] = cands
@@ -113,6 +131,11 @@ class _Solver:
                     [j for j in range(len(cands) - 1, -1, -1) if cands[j].frontier <= c.frontier]
                     for c in cands
                 ]
+                self.below[p].append(list(range(len(cands) - 1, -1, -1)))  # under VIRTUAL
+                self.upper[p] = _join(c.frontier for c in cands)
+                self.upper_projected[p] = {
+                    e.name: _join(c.projected[e.name] for c in cands) for e in topology.outputs(p)
+                }
         self._check_monotone_projections()
 
     def _candidates(self, p: str, listed: Sequence[CheckpointMeta]) -> list[CheckpointMeta]:
@@ -133,11 +156,30 @@ class _Solver:
                 raise CheckpointError(
                     f"processor {p!r}: the ⊤ entry (its current state) must be listed last"
                 )
-            if not meta.frontier.is_empty:
-                cands.append(meta)
+            if meta.frontier.is_empty:
+                if any(meta.logged.values()):
+                    raise CheckpointError(
+                        f"processor {p!r}: ∅ is always available with nothing logged and is "
+                        "never listed; remove the listed ∅ checkpoint"
+                    )
+                continue
+            for earlier in cands[1:]:
+                if earlier.frontier == meta.frontier:
+                    raise CheckpointError(
+                        f"processor {p!r}: checkpoint {meta.frontier!r} is listed twice; "
+                        "list every available frontier once"
+                    )
+                if meta.frontier < earlier.frontier:
+                    raise CheckpointError(
+                        f"processor {p!r}: checkpoint {meta.frontier!r} is listed after "
+                        f"{earlier.frontier!r}, which contains it; list F*(p) in increasing order"
+                    )
+            cands.append(meta)
         return cands
 
     def _check_monotone_projections(self) -> None:
+        """Warn about stored projections that may not be monotone (then the fixed
+        point is not guaranteed to be the greatest rollback)."""
         for edge in self.topology.edges.values():
             cands = self.cands[edge.src]
             if self.chain[edge.src]:  # along a chain, consecutive pairs suffice
@@ -146,50 +188,68 @@ class _Solver:
                 pairs = [(a, b) for a in cands for b in cands if a.frontier < b.frontier]
             for a, b in pairs:
                 if not a.projected[edge.name] <= b.projected[edge.name]:
-                        self.warnings.append(
-                            f"projection on {edge.name} is not monotone: φ({a.frontier!r}) = "
-                            f"{a.projected[edge.name]!r} ⊄ φ({b.frontier!r}) = "
-                            f"{b.projected[edge.name]!r}; the rollback returned is consistent "
-                            "but may not be the greatest"
-                        )
-                        return
+                    self.monotone = False
+                    self.warnings.append(
+                        f"projection on {edge.name} is not monotone: φ({a.frontier!r}) = "
+                        f"{a.projected[edge.name]!r} ⊄ φ({b.frontier!r}) = "
+                        f"{b.projected[edge.name]!r}"
+                    )
+                    break
+            for c in cands:
+                if edge.name in c.overridden:
+                    self.monotone = False
+                    self.warnings.append(
+                        f"projection on {edge.name} at {c.frontier!r} is given as "
+                        f"{c.projected[edge.name]!r}, not the {edge.projection.kind} projection's "
+                        f"{edge.projection(c.frontier)!r}: φ may not be monotone"
+                    )
+                    break
 
     # -- the fixed point ----------------------------------------------------------
 
     def run(self) -> RollbackPlan:
+        if not self.monotone and exhaustive.count(self.cands) <= exhaustive.LIMIT:
+            return self._run_exhaustive()
         pending: list[tuple[_State, deque[str]]] = [
-            (s, deque(self.topology.processors)) for s in self._initial_states()
+            (self._initial_state(), deque(self.topology.processors))
         ]
         finals: list[_State] = []
         while pending:
             state, queue = pending.pop()
             finals.append(self._settle(state, queue, pending))
         best, ambiguous = self._pick(finals)
-        return self._plan(best, ambiguous or self.truncated)
+        if self.truncated:
+            self.warnings.append(
+                f"the search stopped after {self.max_branches} branches: the rollback is "
+                "consistent but may not be maximal"
+            )
+        elif not self.monotone:
+            self.warnings.append(
+                "too large for an exhaustive search: the rollback is consistent but may not "
+                "be the greatest"
+            )
+        return self._plan(best, ambiguous)
 
-    def _initial_states(self) -> list[_State]:
-        states = [_State({}, {})]
+    def _run_exhaustive(self) -> RollbackPlan:
+        """Exact answer when projections may not be monotone (small inputs only)."""
+        found = exhaustive.maximal(exhaustive.consistent_rollbacks(self.topology, self.cands))
+        chosen, fn = found[0]
+        index = {
+            p: next(i for i, c in enumerate(self.cands[p]) if c is chosen[p])
+            for p in self.topology.processors
+        }
+        self.warnings.append("solved by exhaustive search over every assignment")
+        return self._plan(_State(index, fn), len(found) > 1)
+
+    def _initial_state(self) -> _State:
+        f: dict[str, int] = {}
+        fn: dict[str, Frontier] = {}
         for p, cands in self.cands.items():
             if self.chain[p]:
-                tops = [len(cands) - 1]
+                f[p], fn[p] = len(cands) - 1, cands[-1].frontier
             else:
-                tops = [
-                    j
-                    for j in range(len(cands) - 1, -1, -1)
-                    if not any(cands[j].frontier < c.frontier for c in cands)
-                ]
-            grown: list[_State] = []
-            for s in states:
-                for j in tops:
-                    if len(grown) >= self.max_branches:
-                        self.truncated = True
-                        break
-                    t = s.copy()
-                    t.f[p] = j
-                    t.fn[p] = cands[j].frontier
-                    grown.append(t)
-            states = grown
-        return states
+                f[p], fn[p] = VIRTUAL, self.upper[p]
+        return _State(f, fn)
 
     def _settle(
         self, state: _State, queue: deque[str], pending: list[tuple[_State, deque[str]]]
@@ -218,11 +278,18 @@ class _Solver:
             limit = limit & self._phi(d, state.fn[d.src], state)
         return limit
 
+    def _frontier(self, p: str, state: _State) -> Frontier:
+        i = state.f[p]
+        return self.cands[p][i].frontier if i != VIRTUAL else self.upper[p]
+
+    def _projected(self, p: str, edge: str, state: _State) -> Frontier:
+        i = state.f[p]
+        return self.cands[p][i].projected[edge] if i != VIRTUAL else self.upper_projected[p][edge]
+
     def _phi(self, edge: Edge, frontier: Frontier, state: _State) -> Frontier:
         src_cands = self.cands[edge.src]
-        current = src_cands[state.f[edge.src]]
-        if frontier == current.frontier:
-            return current.projected[edge.name]
+        if frontier == self._frontier(edge.src, state):
+            return self._projected(edge.src, edge.name, state)
         j = self.index[edge.src].get(frontier)
         if j is not None:
             return src_cands[j].projected[edge.name]
@@ -236,20 +303,20 @@ class _Solver:
             while i > 0 and self._blocked(p, cands[i], state, limit):
                 i -= 1
             return [i]
+        # below[p][VIRTUAL] (the last list) holds every candidate.
         ok = [j for j in self.below[p][i] if not self._blocked(p, cands[j], state, limit)]
         return [
             j for j in ok if not any(cands[j].frontier < cands[k].frontier for k in ok)
         ] or [0]
 
     def _blocked(self, p: str, c: CheckpointMeta, state: _State, limit: Frontier) -> bool:
-        cands = self.cands
         for e in self.topology.outputs(p):
-            receiver = c.frontier if e.dst == p else cands[e.dst][state.f[e.dst]].frontier
+            receiver = c.frontier if e.dst == p else self._frontier(e.dst, state)
             if not c.discarded[e.name] <= receiver:
                 return True
         for d in self.topology.inputs(p):
-            sender = c if d.src == p else cands[d.src][state.f[d.src]]
-            if not c.delivered[d.name] <= sender.projected[d.name]:
+            fixed = c.projected[d.name] if d.src == p else self._projected(d.src, d.name, state)
+            if not c.delivered[d.name] <= fixed:
                 return True
         return not (c.notifications <= c.frontier and c.notifications <= limit)
 
@@ -298,6 +365,8 @@ class _Solver:
         return maximal[0], len(maximal) > 1
 
     def _plan(self, state: _State, ambiguous: bool) -> RollbackPlan:
+        if VIRTUAL in state.f.values():
+            raise SolverError("internal: a processor was never examined; please report this")
         chosen = {p: self.cands[p][i] for p, i in state.f.items()}
         problems = violations(self.topology, self.cands, chosen, state.fn)
         if problems:

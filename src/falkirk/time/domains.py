@@ -116,7 +116,10 @@ class EpochDomain(Domain):
     def check(self, value: object) -> Time:
         if isinstance(value, (list, tuple)) and len(value) == 1:
             value = value[0]
-        return _coord(value, "epoch time")
+        epoch = _coord(value, "epoch time")
+        if epoch == INF:
+            raise TimeError("epoch time: expected a non-negative integer, got 'inf' (use \"top\" for ⊤)")
+        return epoch
 
     def leq(self, a: Any, b: Any) -> bool:
         return bool(a <= b)

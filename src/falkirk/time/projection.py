@@ -330,6 +330,14 @@ class SeqToEpoch(Projection):
     src: Domain = field(default_factory=SeqDomain)
     dst: Domain = field(default_factory=EpochDomain)
 
+    def __post_init__(self) -> None:
+        ends = [self.last_seq[t] for t in sorted(self.last_seq)]
+        if any(a > b for a, b in pairwise(ends)):
+            raise TimeError(
+                f"SeqToEpoch({self.edge!r}): windows must not end earlier for a later epoch, "
+                f"got {dict(sorted(self.last_seq.items()))}"
+            )
+
     @property
     def source(self) -> Domain:
         return self.src
@@ -346,8 +354,12 @@ class SeqToEpoch(Projection):
         seen = max((t[1] for t in maxima if t[0] == self.edge), default=None)
         if seen is None:
             return Frontier.empty(self.dst)
-        done = [t for t, last in self.last_seq.items() if last <= seen]
-        return Frontier(self.dst, (max(done),)) if done else Frontier.empty(self.dst)
+        done = None
+        for t in sorted(self.last_seq):  # only a gap-free run of finished epochs counts
+            if self.last_seq[t] > seen:
+                break
+            done = t
+        return Frontier(self.dst, (done,)) if done is not None else Frontier.empty(self.dst)
 
 
 def _as_tuple(t: Time) -> tuple[Any, ...]:
