@@ -163,7 +163,11 @@ class _Solver:
                         "never listed; remove the listed ∅ checkpoint"
                     )
                 continue
-            for earlier in cands[1:]:
+            previous = cands[-1].frontier
+            # Along a chain the previous entry is enough (transitivity); compare with
+            # every earlier entry only when the list stops being a chain.
+            earlier_ones = cands[-1:] if previous < meta.frontier else cands[1:]
+            for earlier in earlier_ones:
                 if earlier.frontier == meta.frontier:
                     raise CheckpointError(
                         f"processor {p!r}: checkpoint {meta.frontier!r} is listed twice; "
