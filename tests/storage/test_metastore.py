@@ -57,15 +57,31 @@ def test_commit_and_read_back(tmp_path: Path, topo: Topology) -> None:
 
 def test_duplicate_commit_is_refused_whole(tmp_path: Path, topo: Topology) -> None:
     store = MetaStore(tmp_path)
-    store.commit(CommitBatch(offsets=[("src", 1, [1])]))
+    store.commit(CommitBatch(logs=[("src.out", 1, [])]))
     with pytest.raises(StorageError, match="already committed"):
         store.commit(
             CommitBatch(
                 checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), [])],
-                offsets=[("src", 1, [1])],
+                logs=[("src.out", 1, [])],
             )
         )
     assert store.checkpoints(topo)["agg"] == []  # nothing of the refused batch is visible
+
+
+def test_replayed_offsets_keep_the_first_assignment(tmp_path: Path) -> None:
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(offsets=[("src", 1, ["a.csv"])]))
+    store.commit(CommitBatch(offsets=[("src", 1, ["b.csv"])]))
+    assert store.offsets("src") == {1: ["a.csv"]}
+
+
+def test_forget_returns_the_files_to_delete(tmp_path: Path) -> None:
+    store = MetaStore(tmp_path)
+    files = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "s.parquet")])
+    store.commit(CommitBatch(logs=[("a.out", 3, files[:1])], state=[("agg", 3, "base", files[1:])]))
+    assert store.state_files("agg") == [(3, "base", tuple(files[1:]))]
+    gone = store.forget(logs=[("a.out", 3)], state=[("agg", 3)])
+    assert gone == files and store.logs("a.out") == {} and store.state_files("agg") == []
 
 
 def test_damaged_files_are_detected(tmp_path: Path, topo: Topology) -> None:

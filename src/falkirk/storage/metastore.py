@@ -48,6 +48,19 @@ CREATE TABLE IF NOT EXISTS source_offsets (
     offsets TEXT NOT NULL,
     PRIMARY KEY (source, epoch)
 );
+CREATE TABLE IF NOT EXISTS message_logs (
+    edge TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    PRIMARY KEY (edge, epoch)
+);
+CREATE TABLE IF NOT EXISTS state_files (
+    processor TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
+    files TEXT NOT NULL,
+    PRIMARY KEY (processor, epoch)
+);
 CREATE TABLE IF NOT EXISTS sink_commits (
     sink TEXT NOT NULL,
     epoch INTEGER NOT NULL,
@@ -80,6 +93,10 @@ class CommitBatch:
     checkpoints: list[tuple[CheckpointMeta, Sequence[StoredFile]]] = field(default_factory=list)
     offsets: list[tuple[str, int, Any]] = field(default_factory=list)
     sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
+    #: (edge, epoch, files) of logged messages.
+    logs: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
+    #: (processor, epoch, "base" | "delta", files) of keyed-state checkpoints.
+    state: list[tuple[str, int, str, Sequence[StoredFile]]] = field(default_factory=list)
 
 
 def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
@@ -148,11 +165,16 @@ class MetaStore:
         ]
         rows_off = [(s, e, json.dumps(o)) for s, e, o in batch.offsets]
         rows_sink = [(s, e, _files_json(f)) for s, e, f in batch.sink_commits]
+        rows_logs = [(edge, e, _files_json(f)) for edge, e, f in batch.logs]
+        rows_state = [(p, e, kind, _files_json(f)) for p, e, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", rows_ckpt)
-            self._db.executemany("INSERT INTO source_offsets VALUES (?, ?, ?)", rows_off)
-            self._db.executemany("INSERT INTO sink_commits VALUES (?, ?, ?)", rows_sink)
+            # Offsets of a replayed epoch are the ones recorded the first time: same input.
+            self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?)", rows_off)
+            self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?)", rows_sink)
+            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?)", rows_logs)
+            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?)", rows_state)
             self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             self._db.execute("ROLLBACK")
@@ -181,7 +203,9 @@ class MetaStore:
 
     # -- reading ----------------------------------------------------------------------
 
-    def checkpoints(self, topology: Topology, *, verify: bool = True) -> dict[str, list[StoredCheckpoint]]:
+    def checkpoints(
+        self, topology: Topology, *, verify: bool = True
+    ) -> dict[str, list[StoredCheckpoint]]:
         """Committed checkpoints per processor of ``topology``, in increasing order.
 
         With ``verify``, every named file must exist with its recorded size, else
@@ -211,7 +235,8 @@ class MetaStore:
         return {
             epoch: json.loads(raw)
             for epoch, raw in self._db.execute(
-                "SELECT epoch, offsets FROM source_offsets WHERE source = ? ORDER BY epoch", (source,)
+                "SELECT epoch, offsets FROM source_offsets WHERE source = ? ORDER BY epoch",
+                (source,),
             )
         }
 
@@ -224,11 +249,66 @@ class MetaStore:
             )
         }
 
+    def logs(self, edge: str) -> dict[int, tuple[StoredFile, ...]]:
+        """Committed message logs of ``edge`` per epoch."""
+        return {
+            epoch: tuple(_files_from_json(raw))
+            for epoch, raw in self._db.execute(
+                "SELECT epoch, files FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,)
+            )
+        }
+
+    def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
+        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files)."""
+        return [
+            (epoch, kind, tuple(_files_from_json(raw)))
+            for epoch, kind, raw in self._db.execute(
+                "SELECT epoch, kind, files FROM state_files WHERE processor = ? ORDER BY epoch",
+                (processor,),
+            )
+        ]
+
+    def forget(
+        self,
+        *,
+        logs: Iterable[tuple[str, int]] = (),
+        state: Iterable[tuple[str, int]] = (),
+        checkpoints: Iterable[tuple[str, Frontier]] = (),
+        sinks: Iterable[tuple[str, int]] = (),
+    ) -> list[StoredFile]:
+        """Delete records in one transaction (garbage collection, or work invalidated
+        by a rollback); returns the files they named, to be deleted after."""
+        files: list[StoredFile] = []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table, key_cols, keys in (
+                ("message_logs", ("edge", "epoch"), list(logs)),
+                ("state_files", ("processor", "epoch"), list(state)),
+                ("sink_commits", ("sink", "epoch"), list(sinks)),
+                (
+                    "checkpoints",
+                    ("processor", "frontier"),
+                    [(p, json.dumps(frontier_to_json(f))) for p, f in checkpoints],
+                ),
+            ):
+                where = " AND ".join(f"{c} = ?" for c in key_cols)
+                for key in keys:
+                    for (raw,) in self._db.execute(f"SELECT files FROM {table} WHERE {where}", key):
+                        files.extend(_files_from_json(raw))
+                    self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return files
+
     def referenced_files(self) -> set[str]:
         """Every file some commit names: anything else under the root is garbage."""
         names: set[str] = set()
-        for table in ("checkpoints", "sink_commits"):
-            for (raw,) in self._db.execute(f"SELECT files FROM {table}"):  # table names are constants
+        for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
+            for (raw,) in self._db.execute(
+                f"SELECT files FROM {table}"
+            ):  # table names are constants
                 names.update(f.path for f in _files_from_json(raw))
         return names
 

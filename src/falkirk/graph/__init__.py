@@ -1,0 +1,30 @@
+"""The dataflow description: processors, streams between them, and policies.
+
+Pure Python: a :class:`Pipeline` says *what* runs; :mod:`falkirk.runtime` runs it.
+"""
+
+from __future__ import annotations
+
+from falkirk.graph.exceptions import GraphError
+from falkirk.graph.pipeline import Pipeline, Processor, Stream
+from falkirk.graph.policies import (
+    EagerCheckpoint,
+    FullHistory,
+    LazyCheckpoint,
+    LogOutputs,
+    Policy,
+    Stateless,
+)
+
+__all__ = [
+    "EagerCheckpoint",
+    "FullHistory",
+    "GraphError",
+    "LazyCheckpoint",
+    "LogOutputs",
+    "Pipeline",
+    "Policy",
+    "Processor",
+    "Stateless",
+    "Stream",
+]
