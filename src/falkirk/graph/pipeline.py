@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.policies import EagerCheckpoint, FullHistory, LazyCheckpoint, LogOutputs, Policy, Stateless
+from falkirk.graph.policies import (
+    EagerCheckpoint,
+    FullHistory,
+    LazyCheckpoint,
+    LogOutputs,
+    Policy,
+    Stateless,
+)
 
 AGGREGATES = ("count", "sum", "min", "max", "avg", "first", "last")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")

@@ -1,0 +1,1 @@
+"""The clickstream demo: the Flux paper's query on Falkirk."""

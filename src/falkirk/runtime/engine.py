@@ -1,0 +1,351 @@
+"""The engine: runs a pipeline epoch by epoch and recovers it after any crash.
+
+One epoch, step by step (the crash points of :mod:`falkirk.runtime.faults` are named):
+
+1. Plan: each source picks the epoch's input (its offsets) and the plan is committed
+   before any work, so a replay reads exactly the same input (``epoch.planned``).
+2. Compute: every processor runs its step as Spark jobs, in graph order; processors
+   that already hold the epoch (after a rollback) skip it, and receivers that need
+   their output read it from the log (the rollback's re-send, Q'(e)).
+3. Persist: logged outputs and keyed-state checkpoints are written as Parquet under
+   fresh names (``epoch.computed``); sinks write their epoch file
+   (``sink.written``).
+4. Commit: one metadata transaction records the logs, the checkpoint files and the
+   Ξ(p, ↓e) of every processor that can now roll back to the epoch
+   (``commit.before`` / ``commit.after``).
+5. Collect: the monitor's new low-watermarks say which checkpoints and logs no
+   rollback can need any more; they are deleted (``gc.before``).
+
+Recovery: on start, if the storage root holds an earlier run, every processor is
+failed; the solver picks a consistent frontier for each from the committed Ξ records
+(logged at INFO with the reason), keyed state is restored from its checkpoints, and
+the loop resumes from the earliest frontier.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology, solve
+from falkirk.runtime import schemas
+from falkirk.runtime.faults import crash_point
+from falkirk.spark.files import write_parquet
+from falkirk.spark.operators import aggregate_step, stateful_step
+from falkirk.spark.session import spark_session
+from falkirk.spark.state import KeyedState
+from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.time import EpochDomain, Frontier
+
+logger = logging.getLogger(__name__)
+EPOCHS = EpochDomain()
+
+
+@dataclass
+class RunReport:
+    """What a run did, for people (the demo) and tests."""
+
+    epochs: list[int] = field(default_factory=list)
+    checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
+    recovered: dict[str, int] | None = None
+    recovery_reasons: dict[str, str] = field(default_factory=dict)
+    resent: dict[str, list[int]] = field(default_factory=dict)
+    collected_files: int = 0
+
+
+def _epoch(f: Frontier) -> int:
+    if f.maxima is None:
+        raise GraphError("internal: a persisted frontier cannot be ⊤")
+    return int(f.maxima[0]) if f.maxima else 0  # type: ignore[arg-type]
+
+
+def _down(epoch: int) -> Frontier:
+    return Frontier(EPOCHS, (epoch,)) if epoch > 0 else Frontier.empty(EPOCHS)
+
+
+def edge_name(src: str, port: str, dst: str) -> str:
+    return f"{src}.{port}>{dst}"
+
+
+class Engine:
+    """Runs ``pipeline`` with its state and metadata under ``storage`` (a local
+    directory). Only one engine may use a storage root at a time (fencing)."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        storage: str | Path,
+        *,
+        spark: SparkSession | None = None,
+        on_epoch: Callable[[int, float, RunReport], None] | None = None,
+    ) -> None:
+        pipeline.check()
+        self.pipeline = pipeline
+        self.root = Path(storage)
+        self.spark = spark or spark_session()
+        self.on_epoch = on_epoch
+        self.order = list(pipeline.processors.values())
+        edges = [
+            (edge_name(i.src, i.port, q.name), i.src, q.name, "identity")
+            for q in self.order
+            for i in q.inputs
+        ]
+        self.topology = Topology.build({p.name: EPOCHS for p in self.order}, edges)
+        self.report = RunReport()
+
+    # -- public -----------------------------------------------------------------------
+
+    def run(self, *, max_epochs: int | None = None) -> RunReport:
+        """Process epochs until no source has new input (or ``max_epochs`` epochs)."""
+        with RootLock(self.root):
+            self.store = MetaStore(self.root)
+            try:
+                self._start()
+                epoch = min(self.frontier.values()) + 1
+                done = 0
+                while max_epochs is None or done < max_epochs:
+                    offsets = self._plan(epoch)
+                    if offsets is None:
+                        break
+                    started = time.perf_counter()
+                    self._run_epoch(epoch, offsets)
+                    self.report.epochs.append(epoch)
+                    if self.on_epoch:
+                        self.on_epoch(epoch, time.perf_counter() - started, self.report)
+                    epoch += 1
+                    done += 1
+            finally:
+                self.store.close()
+        return self.report
+
+    # -- start and recovery -------------------------------------------------------------
+
+    def _start(self) -> None:
+        self.out_schemas, state_schemas = schemas.infer(self.spark, self.pipeline)
+        self.states = {
+            name: KeyedState(self.spark, self.pipeline.processors[name].params["key"], schema)
+            for name, schema in state_schemas.items()
+        }
+        for p in self.order:
+            if p.kind == "sink":
+                src = p.inputs[0]
+                p.params["sink"].prepare(self.spark.createDataFrame([], self.out_schemas[(src.src, src.port)]))
+        self.offsets = {p.name: self.store.offsets(p.name) for p in self.order if p.kind == "source"}
+        stored = self.store.checkpoints(self.topology)
+        self.frontier = {p.name: 0 for p in self.order}
+        if any(stored.values()):
+            self._recover({p: [s.meta for s in ss] for p, ss in stored.items()})
+        self._sweep_garbage()
+        self.checkpoint_count = {p: len(self.store.state_files(p)) for p in self.states}
+        self.monitor = Monitor(
+            self.topology,
+            sources=[p.name for p in self.order if p.kind == "source"],
+            sinks=[p.name for p in self.order if p.kind == "sink"],
+        )
+        retained = self.store.checkpoints(self.topology)
+        self.monitor.add_many(s.meta for ss in retained.values() for s in ss)
+
+    def _recover(self, available: dict[str, list[CheckpointMeta]]) -> None:
+        plan = solve(self.topology, available)
+        self.report.recovered = {}
+        forget_ckpt, forget_state, forget_logs, forget_sinks = [], [], [], []
+        for p in self.order:
+            f = plan.frontiers[p.name]
+            e = _epoch(f)
+            self.frontier[p.name] = e
+            self.report.recovered[p.name] = e
+            self.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
+            logger.info("recovery processor=%s epoch=%d why=%s", p.name, e, plan.explanations[p.name])
+            forget_ckpt += [(p.name, g) for g in plan.invalidated[p.name]]
+            forget_state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > e]
+            for port in p.ports:
+                forget_logs += [(f"{p.name}.{port}", t) for t in self.store.logs(f"{p.name}.{port}") if t > e]
+            if p.kind == "sink":
+                forget_sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > e]
+        for edge, times in plan.resend.items():
+            if times:
+                self.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
+                logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
+        self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
+        for name, state in self.states.items():
+            if self.frontier[name] > 0:
+                state.restore(self.store.state_files(name), self.frontier[name])
+            else:
+                state.reset()
+        crash_point("recovery.restored")
+
+    # -- one epoch ------------------------------------------------------------------------
+
+    def _plan(self, epoch: int) -> dict[str, list[str]] | None:
+        """The input of ``epoch`` per source, committed before use; None when idle."""
+        planned: dict[str, list[str]] = {}
+        fresh = False
+        for name, committed in self.offsets.items():
+            if epoch in committed:
+                planned[name] = committed[epoch]
+                continue
+            source = self.pipeline.processors[name].params["source"]
+            consumed = {f for files in committed.values() for f in files}
+            nxt = source.next_offsets(consumed)
+            planned[name] = nxt or []
+            fresh = fresh or bool(nxt)
+        if all(epoch in c for c in self.offsets.values()):
+            return planned
+        if not fresh:
+            return None
+        self.store.commit(CommitBatch(offsets=[(n, epoch, files) for n, files in planned.items()]))
+        for name, files in planned.items():
+            self.offsets[name][epoch] = files
+        crash_point("epoch.planned")
+        return planned
+
+    def _run_epoch(self, epoch: int, offsets: dict[str, list[str]]) -> None:
+        outputs: dict[tuple[str, str], DataFrame] = {}
+        cached: list[DataFrame] = []
+        batch = CommitBatch()
+        records: list[CheckpointMeta] = []
+        for p in self.order:
+            if epoch <= self.frontier[p.name]:
+                self._feed_from_log(p, epoch, outputs)
+                continue
+            inputs = [outputs[(i.src, i.port)] for i in p.inputs]
+            for port, df in self._step(p, epoch, inputs, offsets).items():
+                if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
+                    df = df.persist()
+                    cached.append(df)
+                outputs[(p.name, port)] = df
+                if p.policy.logs_outputs:
+                    files = write_parquet(df, self.root / "logs" / f"{p.name}.{port}", f"e{epoch}")
+                    batch.logs.append((f"{p.name}.{port}", epoch, files))
+            self._persist(p, epoch, inputs, batch)
+            meta = self._xi(p, epoch, batch)
+            if meta is not None:
+                records.append(meta)
+            self.frontier[p.name] = epoch
+        crash_point("epoch.computed")
+        batch.checkpoints = [(m, []) for m in records]
+        crash_point("commit.before")
+        self.store.commit(batch)
+        crash_point("commit.after")
+        self._collect(self.monitor.add_many(records))
+        for df in cached:
+            df.unpersist()
+
+    def _step(self, p: Processor, epoch: int, inputs: list[DataFrame], offsets: dict[str, list[str]]) -> dict[str, DataFrame]:
+        kind = p.kind
+        if kind == "source":
+            files = offsets[p.name]
+            if not files:
+                return {"out": self.spark.createDataFrame([], self.out_schemas[(p.name, "out")])}
+            return {"out": p.params["source"].read(self.spark, files)}
+        if kind == "map":
+            return {"out": schemas.call_map(p.params["fn"], inputs[0], epoch)}
+        if kind == "validate":
+            checked = schemas.call_map(p.params["fn"], inputs[0], epoch)
+            valid = checked.filter(F.col(schemas.REASON).isNull()).drop(schemas.REASON)
+            return {"valid": valid, "rejected": checked.filter(F.col(schemas.REASON).isNotNull())}
+        if kind == "exchange":
+            return {"out": inputs[0].repartition(*p.params["key"])}
+        if kind == "aggregate":
+            return {"out": aggregate_step(self.states[p.name], inputs[0], p.params["aggregates"], epoch)}
+        if kind == "stateful":
+            schema = self.out_schemas[(p.name, "out")]
+            return {"out": stateful_step(self.states[p.name], inputs[0], p.params["fn"], schema, epoch)}
+        return {}  # sink: written in _persist
+
+    def _persist(self, p: Processor, epoch: int, inputs: list[DataFrame], batch: CommitBatch) -> None:
+        if p.kind == "sink":
+            files = p.params["sink"].write(inputs[0], epoch)
+            crash_point("sink.written")
+            batch.sink_commits.append((p.name, epoch, files))
+        if p.name in self.states and p.policy.checkpoints_at(epoch, self.checkpoint_count[p.name]):
+            base = p.policy.compacts(self.checkpoint_count[p.name])
+            files = self.states[p.name].write_checkpoint(self.root / "checkpoints" / p.name, epoch, base)
+            kind = "base" if base else "delta"
+            batch.state.append((p.name, epoch, kind, files))
+            self.checkpoint_count[p.name] += 1
+            self.report.checkpoints.append((p.name, epoch, kind))
+
+    def _xi(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
+        """Ξ(p, ↓epoch) if p can roll back to this epoch once the batch commits."""
+        if p.name in self.states and not any(s[0] == p.name for s in batch.state):
+            return None  # keyed state without a checkpoint here: not a rollback point
+        discarded: dict[str, Frontier] = {}
+        logged: dict[str, list[int]] = {}
+        if p.policy.logs_outputs:
+            for e in self.topology.outputs(p.name):
+                key = e.name.split(">")[0]
+                kept = sorted(set(self.store.logs(key)) | {t for k, t, _ in batch.logs if k == key})
+                first = kept[0] if kept else epoch + 1
+                discarded[e.name] = _down(first - 1)
+                logged[e.name] = [t for t in kept if t <= epoch]
+        return CheckpointMeta.build(
+            self.topology, p.name, _down(epoch), discarded=discarded or None, logged=logged or None
+        )
+
+    def _feed_from_log(self, p: Processor, epoch: int, outputs: dict[tuple[str, str], DataFrame]) -> None:
+        """p already holds ``epoch``; consumers that do not are fed its logged output."""
+        for port in p.ports:
+            if any(epoch > self.frontier[q.name] for q in self.pipeline.consumers(p.name, port)):
+                files = self.store.logs(f"{p.name}.{port}").get(epoch)
+                if files is None:
+                    raise GraphError(
+                        f"internal: processor {p.name!r} has no log of epoch {epoch} for a consumer "
+                        "that rolled back; the rollback plan should have prevented this"
+                    )
+                schema = self.out_schemas[(p.name, port)]
+                outputs[(p.name, port)] = self._read(files, schema)
+
+    def _read(self, files: tuple[StoredFile, ...], schema: Any) -> DataFrame:
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*[f.path for f in files])
+
+    # -- garbage ----------------------------------------------------------------------------
+
+    def _collect(self, decisions: list[Any]) -> None:
+        lw = {p: _epoch(f) for p, f in self.monitor.low_watermarks.items()}
+        forget_ckpt: list[tuple[str, Frontier]] = []
+        forget_state: list[tuple[str, int]] = []
+        forget_logs: list[tuple[str, int]] = []
+        for d in decisions:
+            if d.kind is DecisionKind.COLLECT_CHECKPOINTS:
+                forget_ckpt += [(d.processor, f) for f in d.frontiers]
+                chain = self.store.state_files(d.processor)
+                bases = [t for t, kind, _ in chain if kind == "base" and t <= lw[d.processor]]
+                if bases:
+                    forget_state += [(d.processor, t) for t, _, _ in chain if t < max(bases)]
+            elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
+                key = d.edge.split(">")[0]
+                src, port = key.split(".")
+                upto = min(lw[q.name] for q in self.pipeline.consumers(src, port))
+                forget_logs += [(key, t) for t in self.store.logs(key) if t <= upto]
+        if forget_ckpt or forget_state or forget_logs:
+            crash_point("gc.before")
+            self._delete(self.store.forget(logs=sorted(set(forget_logs)), state=forget_state, checkpoints=forget_ckpt))
+
+    def _delete(self, files: list[StoredFile]) -> None:
+        for f in files:
+            path = Path(f.path)
+            path.unlink(missing_ok=True)
+            if path.parent.exists() and not any(path.parent.glob("part-*")):
+                shutil.rmtree(path.parent, ignore_errors=True)
+        self.report.collected_files += len(files)
+
+    def _sweep_garbage(self) -> None:
+        """Delete data directories no commit names (work of a crashed attempt)."""
+        referenced = {str(Path(f).parent) for f in self.store.referenced_files()}
+        for area in ("logs", "checkpoints"):
+            for owner in (self.root / area).glob("*"):
+                for d in owner.glob("*"):
+                    if d.is_dir() and str(d) not in referenced:
+                        shutil.rmtree(d, ignore_errors=True)
