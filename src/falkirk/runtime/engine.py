@@ -35,7 +35,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.graph import FullHistory, GraphError, Pipeline, Processor
 from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology, solve
 from falkirk.runtime import schemas
 from falkirk.runtime.faults import crash_point
@@ -167,7 +167,7 @@ class Engine:
             logger.info("recovery processor=%s epoch=%d why=%s", p.name, e, plan.explanations[p.name])
             forget_ckpt += [(p.name, g) for g in plan.invalidated[p.name]]
             forget_state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > e]
-            for port in p.ports:
+            for port in (*p.ports, "in"):
                 forget_logs += [(f"{p.name}.{port}", t) for t in self.store.logs(f"{p.name}.{port}") if t > e]
             if p.kind == "sink":
                 forget_sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > e]
@@ -177,11 +177,25 @@ class Engine:
                 logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
         self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
         for name, state in self.states.items():
-            if self.frontier[name] > 0:
+            p = self.pipeline.processors[name]
+            if isinstance(p.policy, FullHistory):
+                self._replay_history(p, self.frontier[name])
+            elif self.frontier[name] > 0:
                 state.restore(self.store.state_files(name), self.frontier[name])
             else:
                 state.reset()
         crash_point("recovery.restored")
+
+    def _replay_history(self, p: Processor, upto: int) -> None:
+        """Rebuild a FullHistory processor's state by re-running its logged inputs."""
+        self.states[p.name].reset()
+        logged = self.store.logs(f"{p.name}.in")
+        schema = self.out_schemas[(p.inputs[0].src, p.inputs[0].port)]
+        for epoch in range(1, upto + 1):
+            if epoch not in logged:
+                raise GraphError(f"internal: the input log of {p.name!r} lacks epoch {epoch}")
+            self._step(p, epoch, [self._read(logged[epoch], schema)], {})
+        logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)
 
     # -- one epoch ------------------------------------------------------------------------
 
@@ -218,6 +232,9 @@ class Engine:
                 self._feed_from_log(p, epoch, outputs)
                 continue
             inputs = [outputs[(i.src, i.port)] for i in p.inputs]
+            if isinstance(p.policy, FullHistory):
+                files = write_parquet(inputs[0], self.root / "logs" / f"{p.name}.in", f"e{epoch}")
+                batch.logs.append((f"{p.name}.in", epoch, files))
             for port, df in self._step(p, epoch, inputs, offsets).items():
                 if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                     df = df.persist()
@@ -277,7 +294,8 @@ class Engine:
 
     def _xi(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
         """Ξ(p, ↓epoch) if p can roll back to this epoch once the batch commits."""
-        if p.name in self.states and not any(s[0] == p.name for s in batch.state):
+        replayable = isinstance(p.policy, FullHistory)
+        if p.name in self.states and not replayable and not any(s[0] == p.name for s in batch.state):
             return None  # keyed state without a checkpoint here: not a rollback point
         discarded: dict[str, Frontier] = {}
         logged: dict[str, list[int]] = {}

@@ -20,6 +20,7 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.scheduler.mode": "FAIR",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 

@@ -249,24 +249,32 @@ class MetaStore:
             )
         }
 
-    def logs(self, edge: str) -> dict[int, tuple[StoredFile, ...]]:
-        """Committed message logs of ``edge`` per epoch."""
-        return {
+    def logs(self, edge: str, *, verify: bool = True) -> dict[int, tuple[StoredFile, ...]]:
+        """Committed message logs of ``edge`` per epoch (files checked, see :meth:`checkpoints`)."""
+        found = {
             epoch: tuple(_files_from_json(raw))
             for epoch, raw in self._db.execute(
                 "SELECT epoch, files FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,)
             )
         }
+        if verify:
+            for files in found.values():
+                verify_files(files)
+        return found
 
     def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
-        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files)."""
-        return [
+        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files),
+        every file checked against its committed size."""
+        found = [
             (epoch, kind, tuple(_files_from_json(raw)))
             for epoch, kind, raw in self._db.execute(
                 "SELECT epoch, kind, files FROM state_files WHERE processor = ? ORDER BY epoch",
                 (processor,),
             )
         ]
+        for _, _, files in found:
+            verify_files(files)
+        return found
 
     def forget(
         self,

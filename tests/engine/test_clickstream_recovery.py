@@ -1,0 +1,108 @@
+"""Crash tests: SIGKILL the clickstream pipeline at every crash point and at random
+moments, for several policy mixes; restart it; compare with one Spark batch job.
+
+The contract checked (issue: engine, item 8): for every user the latest output row
+holds the true stats, no (user_id, epoch) appears twice, every invalid row appears
+exactly once in the dead-letter table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from falkirk.demo.clickstream import batch_stats, expected_rejections, latest_stats, write_input
+from falkirk.runtime.faults import POINTS
+
+RUNNER = Path(__file__).with_name("clickstream_runner.py")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("clicks")
+    write_input(directory, files=5, sessions_per_file=30, users=12, seed=7, bad_fraction=0.05)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def expected(spark, clicks: Path) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    return batch_stats(spark, str(clicks))
+
+
+def start(clicks: Path, work: Path, policies: tuple[str, str], crash: str | None = None) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.pop("FALKIRK_CRASH_AT", None)
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    args = [str(clicks), str(work / "out"), str(work / "state"), str(work / "rej"), *policies]
+    return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> int:
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(err.decode()[-3000:])
+    return proc.returncode
+
+
+def check(work: Path, clicks: Path, expected: pd.DataFrame) -> None:
+    out = pd.read_parquet(work / "out")
+    assert not out.duplicated(["user_id", "epoch"]).any(), "a (user_id, epoch) appears twice"
+    assert list(out.columns) == ["user_id", "sessions", "max_duration", "avg_duration", "epoch"]
+    assert str(out["sessions"].dtype) == "int64" and str(out["epoch"].dtype) == "int64"
+    got = latest_stats(str(work / "out"))
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_exact=False, rtol=1e-12)
+    rejected = pd.read_parquet(work / "rej")
+    assert len(rejected) == expected_rejections(str(clicks))
+    assert rejected["reason"].notna().all()
+
+
+MIX = ("eager", "lazy:2")
+
+
+@pytest.mark.parametrize("point", [p for p in POINTS if p != "recovery.restored"])
+def test_kill_at_each_crash_point(point: str, clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    assert finish(start(clicks, tmp_path, MIX, crash=f"{point}:3")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX)) == 0
+    check(tmp_path, clicks, expected)
+
+
+def test_kill_during_recovery_then_again(clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    assert finish(start(clicks, tmp_path, MIX, crash="commit.after:3")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX, crash="recovery.restored:1")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX, crash="sink.written:2")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX)) == 0
+    check(tmp_path, clicks, expected)
+
+
+@pytest.mark.parametrize(
+    "policies",
+    [("eager", "eager"), ("lazy:2", "lazy:3"), ("eager", "stateless"), ("history", "log"), ("lazy:1", "history")],
+    ids=lambda p: "-".join(p),
+)
+def test_each_policy_recovers_exactly(policies: tuple[str, str], clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    assert finish(start(clicks, tmp_path, policies, crash="commit.before:4")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, policies)) == 0
+    check(tmp_path, clicks, expected)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_repeated_kills_at_random_moments(seed: int, clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    rng = random.Random(seed)
+    for _ in range(3):
+        proc = start(clicks, tmp_path, MIX)
+        time.sleep(rng.uniform(4.0, 14.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        finish(proc)
+    assert finish(start(clicks, tmp_path, MIX)) == 0
+    check(tmp_path, clicks, expected)

@@ -1,0 +1,131 @@
+"""The engine in-process: recovery choices per policy, fencing, garbage collection,
+corrupt files, configuration errors. (Crash tests with SIGKILL are in
+test_clickstream_recovery.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from falkirk.demo.clickstream import batch_stats, build_pipeline, latest_stats, write_input
+from falkirk.graph import (
+    EagerCheckpoint,
+    FullHistory,
+    GraphError,
+    LazyCheckpoint,
+    LogOutputs,
+    Pipeline,
+)
+from falkirk.io import FileSource, MemorySink, ParquetTableSink
+from falkirk.runtime import Engine
+from falkirk.storage import CorruptStorageError, MetaStore, RootLock, StorageInUseError
+
+
+@pytest.fixture(scope="module")
+def clicks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("clicks")
+    write_input(directory, files=5, sessions_per_file=20, users=8, seed=3)
+    return directory
+
+
+def pipeline(clicks: Path, work: Path, sessions=None, stats=None) -> Pipeline:  # type: ignore[no-untyped-def]
+    return build_pipeline(str(clicks), str(work / "out"), str(work / "rej"), sessions_policy=sessions, stats_policy=stats)
+
+
+def test_restart_recovers_what_each_policy_persisted(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    first = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark)
+    assert first.run(max_epochs=3).epochs == [1, 2, 3]
+    second = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark)
+    report = second.run()
+    assert report.recovered is not None
+    # sessions checkpointed eagerly (epoch 3); user_stats lazily (epoch 2); the exchange
+    # between them discards its output so it follows user_stats; the sink was fed
+    # from user_stats and rolls back with it; sessions re-sends its logged epoch 3.
+    assert report.recovered["sessions"] == 3
+    assert report.recovered["user_stats"] == 2 and report.recovered["by_user"] == 2
+    assert report.recovered["output"] == 2
+    assert report.resent == {"sessions.out>by_user": [3]}
+    assert "receiver user_stats rolls back to ↓{2}" in report.recovery_reasons["by_user"]
+    assert report.epochs == [3, 4, 5]
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_full_history_replays_its_inputs(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    Engine(pipeline(clicks, tmp_path, FullHistory(), EagerCheckpoint()), tmp_path / "state", spark=spark).run(max_epochs=2)
+    report = Engine(pipeline(clicks, tmp_path, FullHistory(), EagerCheckpoint()), tmp_path / "state", spark=spark).run()
+    assert report.recovered is not None and report.recovered["sessions"] == 2
+    assert len(MetaStore(tmp_path / "state").logs("sessions.in")) == 5  # the history is kept
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_garbage_is_collected_below_the_low_watermarks(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(compact_every=2), LazyCheckpoint(every=2, compact_every=1)), tmp_path / "state", spark=spark)
+    report = engine.run()
+    store = MetaStore(tmp_path / "state")
+    assert report.collected_files > 0
+    # sessions' log is needed only above user_stats' checkpoint (epoch 4).
+    assert sorted(store.logs("sessions.out")) == [5]
+    assert [t for t, _, _ in store.state_files("user_stats")] == [4]
+    on_disk = {str(p) for p in (tmp_path / "state").rglob("part-*.parquet")}
+    assert on_disk == {f for f in store.referenced_files() if f.startswith(str(tmp_path / "state"))}
+
+
+def test_damaged_checkpoint_is_detected(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    Engine(pipeline(clicks, tmp_path), tmp_path / "state", spark=spark).run(max_epochs=2)
+    state_file = next((tmp_path / "state" / "checkpoints" / "sessions").rglob("part-*.parquet"))
+    state_file.write_bytes(state_file.read_bytes()[:-10])
+    with pytest.raises(CorruptStorageError, match="truncated"):
+        Engine(pipeline(clicks, tmp_path), tmp_path / "state", spark=spark).run()
+
+
+def test_second_driver_is_refused(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    with RootLock(tmp_path / "state"), pytest.raises(StorageInUseError, match="in use by pid"):
+        Engine(pipeline(clicks, tmp_path), tmp_path / "state", spark=spark).run()
+
+
+def small(tmp_path: Path, build) -> Pipeline:  # type: ignore[no-untyped-def]
+    (tmp_path / "in").mkdir(exist_ok=True)
+    (tmp_path / "in" / "a.json").write_text('{"k": "x", "v": 1}\n{"k": "y", "v": 2}\n{"k": "x", "v": 5}\n')
+    p = Pipeline("small")
+    build(p.source("src", FileSource(str(tmp_path / "in"), "json", "k string, v long")))
+    return p
+
+
+def test_aggregates_and_memory_sink(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sink = MemorySink()
+    aggs = {f: (f, "v") for f in ("sum", "min", "max", "avg", "first", "last")} | {"n": ("count", None)}
+    p = small(tmp_path, lambda s: s.aggregate("agg", "k", aggs, policy=LogOutputs()).sink("mem", sink))
+    Engine(p, tmp_path / "state", spark=spark).run()
+    rows = {r["k"]: r for r in sink.epochs[1]}
+    assert rows["x"]["sum"] == 6 and rows["x"]["min"] == 1 and rows["x"]["max"] == 5
+    assert rows["x"]["avg"] == 3.0 and rows["x"]["n"] == 2 and rows["y"]["n"] == 1
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda s: s.map("m", lambda df: df.select("nope")).sink("o", MemorySink()), "processor 'm'"),
+        (lambda s: [x.sink(f"o{i}", MemorySink()) for i, x in enumerate(s.validate("v", lambda df: df))], "must add a string column 'reason'"),
+        (lambda s: s.aggregate("a", "missing", {"n": ("count", None)}).sink("o", MemorySink()), r"\['missing'\]"),
+        (lambda s: s.map("m", lambda df: df), "goes nowhere"),
+    ],
+)
+def test_configuration_errors_name_the_processor(spark, tmp_path: Path, build, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(GraphError, match=message):
+        Engine(small(tmp_path, build), tmp_path / "state", spark=spark).run()
+
+
+def test_policy_must_fit_the_processor() -> None:
+    p = Pipeline("x")
+    src = p.source("src", FileSource("/nonexistent", "json", "k string"))
+    with pytest.raises(GraphError, match="cannot use LazyCheckpoint"):
+        src.map("m", lambda df: df, policy=LazyCheckpoint())
+
+
+def test_parquet_table_is_readable_before_the_first_epoch(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sink = ParquetTableSink(str(tmp_path / "out"))
+    sink.prepare(spark.range(0).withColumn("x", F.lit("a")))
+    assert pd.read_parquet(tmp_path / "out").empty
