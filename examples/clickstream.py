@@ -18,7 +18,18 @@ import sys
 
 from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunReport
+
+
+def print_progress(epoch: int, seconds: float, report: RunReport) -> None:
+    last = report.checkpoints[-1] if report.checkpoints else None
+    ckpt = f"{last[0]}@{last[1]} ({last[2]})" if last else "none yet"
+    rate = report.last_records / seconds if seconds > 0 else 0.0
+    print(
+        f"epoch {epoch:4d} | {report.last_records:7d} records in {seconds:5.2f} s = {rate:8.0f} records/s "
+        f"| last checkpoint {ckpt} | epochs in flight 1",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,12 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--rejected", required=True, help="Parquet dataset of invalid rows")
     parser.add_argument("--files-per-epoch", type=int, default=1)
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
+    parser.add_argument("--progress", action="store_true", help="print a line per epoch")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pipeline = build_pipeline(args.input, args.output, args.rejected, files_per_epoch=args.files_per_epoch)
-        Engine(pipeline, args.storage).run()
+        Engine(pipeline, args.storage, on_epoch=print_progress if args.progress else None).run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)
         return 2

@@ -26,5 +26,5 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,spark]"
 echo "bootstrap: ready ($(.venv/bin/python --version), falkirk $(.venv/bin/python -c 'import falkirk; print(falkirk.__version__)'))"

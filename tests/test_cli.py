@@ -50,8 +50,8 @@ def test_ambiguity_is_said_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "several maximal consistent rollbacks" in captured.err
 
 
-def test_demo_runs_every_bundled_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+def test_scenarios_solves_every_bundled_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenarios"]) == 0
     out = capsys.readouterr().out
     for path in SCENARIOS.glob("*.json"):
         assert f"== {path.stem} ==" in out

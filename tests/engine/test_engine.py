@@ -129,3 +129,42 @@ def test_parquet_table_is_readable_before_the_first_epoch(spark, tmp_path: Path)
     sink = ParquetTableSink(str(tmp_path / "out"))
     sink.prepare(spark.range(0).withColumn("x", F.lit("a")))
     assert pd.read_parquet(tmp_path / "out").empty
+
+
+@pytest.mark.parametrize(
+    ("stats", "fail", "expected"),
+    [
+        # user_stats (lazy, checkpoint at 2) fails after epoch 3: it restores epoch 2;
+        # the exchange before it discards its output, so it re-executes epoch 3 from
+        # sessions' log; the sink consumed user_stats' epoch 3 and rewrites it;
+        # sessions and everything upstream keep their live state (⊤).
+        (LazyCheckpoint(every=2), "user_stats", {"user_stats": 2, "by_user": 2, "output": 2}),
+        # An eager user_stats restores its epoch-3 checkpoint: nothing goes back.
+        (EagerCheckpoint(), "user_stats", {}),
+        # A full-history user_stats replays its logged inputs up to epoch 3.
+        (FullHistory(), "user_stats", {}),
+        # sessions fails (eager): it restores its epoch-3 checkpoint; user_stats keeps ⊤.
+        (LazyCheckpoint(every=2), "sessions", {}),
+    ],
+    ids=["lazy", "eager", "history", "upstream-eager"],
+)
+def test_partial_failure_rolls_back_only_what_it_must(spark, clicks: Path, tmp_path: Path, stats, fail: str, expected: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), stats), tmp_path / "state", spark=spark)
+
+    def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
+        if epoch == 3 and not report.partial:  # once: epoch 3 may run again after the rollback
+            engine.fail(fail)
+
+    engine.on_epoch = on_epoch
+    report = engine.run()
+    (failed, at, chosen) = report.partial[0]
+    assert failed == {fail} and at == 3
+    assert {p: e for p, e in chosen.items() if e is not None and e < 3} == expected
+    if fail not in expected:
+        assert chosen[fail] == 3  # restored from its own persisted state, no further back
+    survivor = "sessions" if fail == "user_stats" else "user_stats"
+    assert chosen[survivor] is None  # the stateful survivor kept its live state (⊤)
+    # Epoch 3 is run again only when something went back below it (the source is not
+    # re-read otherwise).
+    assert report.epochs == [1, 2, 3] + ([3] if expected else []) + [4, 5]
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from falkirk.graph import FullHistory, GraphError, Pipeline, Processor
 from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology, solve
 from falkirk.runtime import schemas
-from falkirk.runtime.faults import crash_point
+from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.spark.files import write_parquet
 from falkirk.spark.operators import aggregate_step, stateful_step
 from falkirk.spark.session import spark_session
@@ -60,6 +60,10 @@ class RunReport:
     recovery_reasons: dict[str, str] = field(default_factory=dict)
     resent: dict[str, list[int]] = field(default_factory=dict)
     collected_files: int = 0
+    #: Input records of the last epoch (as the sources count them, 0 if unknown).
+    last_records: int = 0
+    #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
+    partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
 
 
 def _epoch(f: Frontier) -> int:
@@ -101,6 +105,16 @@ class Engine:
         ]
         self.topology = Topology.build({p.name: EPOCHS for p in self.order}, edges)
         self.report = RunReport()
+        self._failed: set[str] = set()
+
+    def fail(self, processor: str) -> None:
+        """Make ``processor`` lose its in-memory state after the current epoch (as if
+        its executor died). Only what the rollback constraints require rolls back: the
+        other processors keep their state (section 4.4). Also reachable as the fault
+        point ``FALKIRK_FAIL_AT="processor:epoch"``."""
+        if processor not in self.pipeline.processors:
+            raise GraphError(f"cannot fail {processor!r}: no such processor ({sorted(self.pipeline.processors)})")
+        self._failed.add(processor)
 
     # -- public -----------------------------------------------------------------------
 
@@ -117,12 +131,19 @@ class Engine:
                     if offsets is None:
                         break
                     started = time.perf_counter()
+                    self.report.last_records = sum(
+                        self.pipeline.processors[name].params["source"].count_records(files)
+                        for name, files in offsets.items()
+                    )
                     self._run_epoch(epoch, offsets)
                     self.report.epochs.append(epoch)
                     if self.on_epoch:
                         self.on_epoch(epoch, time.perf_counter() - started, self.report)
-                    epoch += 1
                     done += 1
+                    self._failed |= armed_failures(epoch)
+                    if self._failed:
+                        self._recover_partial(epoch)
+                    epoch = min(self.frontier.values()) + 1
             finally:
                 self.store.close()
         return self.report
@@ -176,15 +197,64 @@ class Engine:
                 self.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
                 logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
         self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
-        for name, state in self.states.items():
-            p = self.pipeline.processors[name]
-            if isinstance(p.policy, FullHistory):
-                self._replay_history(p, self.frontier[name])
-            elif self.frontier[name] > 0:
-                state.restore(self.store.state_files(name), self.frontier[name])
-            else:
-                state.reset()
+        for name in self.states:
+            self._restore(self.pipeline.processors[name], self.frontier[name])
         crash_point("recovery.restored")
+
+    def _recover_partial(self, epoch: int) -> None:
+        """Roll back after in-process failures: survivors offer ⊤ (their live state)."""
+        failed, self._failed = frozenset(self._failed), set()
+        current = {q: self._live_meta(q, epoch) for q in self.pipeline.processors if q not in failed}
+        plan = self.monitor.recover(failed, current)
+        chosen: dict[str, int | None] = {}
+        forget_ckpt: list[tuple[str, Frontier]] = []
+        forget_state: list[tuple[str, int]] = []
+        forget_logs: list[tuple[str, int]] = []
+        forget_sinks: list[tuple[str, int]] = []
+        for p in self.order:
+            f = plan.frontiers[p.name]
+            e = epoch if f.is_top else _epoch(f)
+            chosen[p.name] = None if f.is_top else e
+            logger.info(
+                "partial recovery failed=%s processor=%s frontier=%r why=%s", sorted(failed), p.name, f, plan.explanations[p.name]
+            )
+            if e < epoch:
+                forget_ckpt += [(p.name, g) for g in plan.invalidated[p.name]]
+                forget_state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > e]
+                for port in (*p.ports, "in"):
+                    forget_logs += [(f"{p.name}.{port}", t) for t in self.store.logs(f"{p.name}.{port}") if t > e]
+                if p.kind == "sink":
+                    forget_sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > e]
+            if p.name in self.states and (p.name in failed or e < epoch):
+                self._restore(p, e)
+            self.frontier[p.name] = e
+        self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
+        self.report.partial.append((failed, epoch, chosen))
+
+    def _live_meta(self, name: str, epoch: int) -> CheckpointMeta:
+        """Ξ(p, ⊤) of a processor that did not fail: it delivered and was notified of
+        everything up to ``epoch``; what it discarded depends on its log."""
+        p = self.pipeline.processors[name]
+        done = _down(epoch)
+        discarded, logged = self._log_metadata(p, epoch, CommitBatch())
+        return CheckpointMeta.build(
+            self.topology,
+            name,
+            Frontier.top(EPOCHS),
+            notifications=done,
+            delivered={e.name: done for e in self.topology.inputs(name)},
+            discarded=discarded or None,
+            logged=logged or None,
+        )
+
+    def _restore(self, p: Processor, epoch: int) -> None:
+        state = self.states[p.name]
+        if isinstance(p.policy, FullHistory):
+            self._replay_history(p, epoch)
+        elif epoch > 0:
+            state.restore(self.store.state_files(p.name), epoch)
+        else:
+            state.reset()
 
     def _replay_history(self, p: Processor, upto: int) -> None:
         """Rebuild a FullHistory processor's state by re-running its logged inputs."""
@@ -297,6 +367,16 @@ class Engine:
         replayable = isinstance(p.policy, FullHistory)
         if p.name in self.states and not replayable and not any(s[0] == p.name for s in batch.state):
             return None  # keyed state without a checkpoint here: not a rollback point
+        discarded, logged = self._log_metadata(p, epoch, batch)
+        return CheckpointMeta.build(
+            self.topology, p.name, _down(epoch), discarded=discarded or None, logged=logged or None
+        )
+
+    def _log_metadata(
+        self, p: Processor, epoch: int, batch: CommitBatch
+    ) -> tuple[dict[str, Frontier], dict[str, list[int]]]:
+        """D̄ and L for each output edge of a logging processor (empty otherwise):
+        everything up to ``epoch`` is logged except epochs whose logs were collected."""
         discarded: dict[str, Frontier] = {}
         logged: dict[str, list[int]] = {}
         if p.policy.logs_outputs:
@@ -306,9 +386,7 @@ class Engine:
                 first = kept[0] if kept else epoch + 1
                 discarded[e.name] = _down(first - 1)
                 logged[e.name] = [t for t in kept if t <= epoch]
-        return CheckpointMeta.build(
-            self.topology, p.name, _down(epoch), discarded=discarded or None, logged=logged or None
-        )
+        return discarded, logged
 
     def _feed_from_log(self, p: Processor, epoch: int, outputs: dict[tuple[str, str], DataFrame]) -> None:
         """p already holds ``epoch``; consumers that do not are fed its logged output."""

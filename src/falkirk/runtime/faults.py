@@ -7,6 +7,10 @@ stop the engine at every step of every protocol, not only at random moments.
 Points: ``epoch.planned`` (offsets committed), ``epoch.computed`` (logs and
 checkpoints written, nothing committed), ``sink.written`` (a sink file is in place),
 ``commit.before``, ``commit.after``, ``gc.before``, ``recovery.restored``.
+
+``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
+state after that epoch, without killing the process (a partial failure, recovered in
+place: see :meth:`falkirk.runtime.Engine.fail`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,21 @@ POINTS = (
     "recovery.restored",
 )
 _seen: Counter[str] = Counter()
+
+
+_fired: set[str] = set()
+
+
+def armed_failures(epoch: int) -> set[str]:
+    """Processors that ``FALKIRK_FAIL_AT="processor:epoch[,...]"`` fails after ``epoch``
+    (each item once: a replay of the epoch after the rollback does not fail again)."""
+    failed = set()
+    for item in filter(None, (x.strip() for x in os.environ.get("FALKIRK_FAIL_AT", "").split(","))):
+        name, _, at = item.rpartition(":")
+        if name and at.isdigit() and int(at) == epoch and item not in _fired:
+            _fired.add(item)
+            failed.add(name)
+    return failed
 
 
 def crash_point(name: str) -> None:
