@@ -30,6 +30,10 @@ class ParquetTableSink:
     path: str
     epoch_column: str | None = "epoch"
 
+    def __post_init__(self) -> None:
+        # Spark resolves relative paths against the JVM's directory, not ours.
+        object.__setattr__(self, "path", os.path.abspath(self.path))
+
     def prepare(self, empty: DataFrame) -> None:
         """Make the table readable before the first epoch (an empty file with the schema)."""
         root = Path(self.path)

@@ -8,6 +8,7 @@ after a crash reads exactly the same files.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ class FileSource:
     options: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # Spark resolves relative paths against the JVM's directory, not ours.
+        object.__setattr__(self, "path", os.path.abspath(self.path))
         if self.format not in FORMATS:
             raise GraphError(f"FileSource({self.path!r}): format must be one of {FORMATS}, got {self.format!r}")
         if self.files_per_epoch < 1:

@@ -94,7 +94,7 @@ class Engine:
     ) -> None:
         pipeline.check()
         self.pipeline = pipeline
-        self.root = Path(storage)
+        self.root = Path(storage).absolute()  # Spark resolves relative paths elsewhere
         self.spark = spark or spark_session()
         self.on_epoch = on_epoch
         self.order = list(pipeline.processors.values())
