@@ -168,3 +168,16 @@ def test_partial_failure_rolls_back_only_what_it_must(spark, clicks: Path, tmp_p
     # re-read otherwise).
     assert report.epochs == [1, 2, 3] + ([3] if expected else []) + [4, 5]
     pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_parquet_file_source(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "in").mkdir()
+    pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]}).to_parquet(tmp_path / "in" / "p1.parquet")
+    pd.DataFrame({"k": ["b"], "v": [10]}).to_parquet(tmp_path / "in" / "p2.parquet")
+    sink = MemorySink()
+    p = Pipeline("pq")
+    src = p.source("src", FileSource(str(tmp_path / "in"), "parquet", "k string, v long"))
+    src.aggregate("agg", "k", {"total": ("sum", "v")}, policy=EagerCheckpoint()).sink("mem", sink)
+    assert Engine(p, tmp_path / "state", spark=spark).run().epochs == [1, 2]
+    assert sorted((r["k"], r["total"]) for r in sink.epochs[1]) == [("a", 4), ("b", 2)]
+    assert [(r["k"], r["total"]) for r in sink.epochs[2]] == [("b", 12)]

@@ -41,7 +41,7 @@ def check_rows(df: DataFrame) -> DataFrame:
         F.when(F.col("_raw").isNotNull(), F.lit("malformed row: expected 4 fields sess_id,user_id,ts,event"))
         .when(_blank("sess_id"), F.lit("empty sess_id"))
         .when(_blank("user_id"), F.lit("empty user_id"))
-        .when(~F.coalesce(F.trim(F.col("ts")).rlike(r"^-?[0-9]{1,18}$"), F.lit(False)), F.lit("ts is not an integer"))
+        .when(~F.coalesce(F.trim(F.col("ts")).rlike(r"^[+-]?[0-9]{1,18}$"), F.lit(False)), F.lit("ts is not an integer"))
         .when(~F.coalesce(F.col("event").isin(*EVENTS), F.lit(False)), F.lit("event must be start, click or end"))
     )
     return df.withColumn("reason", reason)
@@ -52,7 +52,7 @@ def _blank(column: str) -> Column:
 
 
 def parse(df: DataFrame) -> DataFrame:
-    return df.select("sess_id", "user_id", F.trim(F.col("ts")).cast("long").alias("ts"), "event")
+    return df.select("sess_id", "user_id", F.trim(F.col("ts")).try_cast("long").alias("ts"), "event")
 
 
 def rejected_rows(df: DataFrame) -> DataFrame:

@@ -73,5 +73,7 @@ class FileSource:
         """The rows of one epoch."""
         paths = [str(Path(self.path) / name) for name in offsets]
         reader = spark.read.schema(self.schema).options(**self.options)
+        if self.format == "parquet":  # DataFrameReader.parquet takes paths as varargs
+            return reader.parquet(*paths)
         df: DataFrame = getattr(reader, self.format)(paths)
         return df
