@@ -181,3 +181,12 @@ def test_parquet_file_source(spark, tmp_path: Path) -> None:  # type: ignore[no-
     assert Engine(p, tmp_path / "state", spark=spark).run().epochs == [1, 2]
     assert sorted((r["k"], r["total"]) for r in sink.epochs[1]) == [("a", 4), ("b", 2)]
     assert [(r["k"], r["total"]) for r in sink.epochs[2]] == [("b", 12)]
+
+
+def test_sink_staging_leftovers_are_removed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    leftover = tmp_path / "out" / "_staging" / "e3-abc"
+    leftover.mkdir(parents=True)
+    (leftover / "part-0.parquet").write_bytes(b"partial")
+    ParquetTableSink(str(tmp_path / "out")).prepare(spark.range(0))
+    assert not (tmp_path / "out" / "_staging").exists()
+    assert pd.read_parquet(tmp_path / "out").empty

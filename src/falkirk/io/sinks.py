@@ -35,9 +35,11 @@ class ParquetTableSink:
         object.__setattr__(self, "path", os.path.abspath(self.path))
 
     def prepare(self, empty: DataFrame) -> None:
-        """Make the table readable before the first epoch (an empty file with the schema)."""
+        """Make the table readable before the first epoch (an empty file with the
+        schema) and remove staging files of writes a crash interrupted."""
         root = Path(self.path)
         root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(root / "_staging", ignore_errors=True)  # writes a crash interrupted
         if not any(root.glob("epoch-*.parquet")):
             self.write(self._stamp(empty, 0), 0)
 
