@@ -9,6 +9,7 @@ duplicates.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -58,6 +59,8 @@ class ParquetTableSink:
         make_durable(parts)
         os.replace(parts[0], final)
         shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when no other write is staged
+            staging.parent.rmdir()
         return make_durable([final])
 
 
