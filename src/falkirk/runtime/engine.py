@@ -66,6 +66,16 @@ class RunReport:
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
 
 
+@dataclass
+class _Undone:
+    """Committed records a rollback undoes, by table (the arguments of MetaStore.forget)."""
+
+    logs: list[tuple[str, int]] = field(default_factory=list)
+    state: list[tuple[str, int]] = field(default_factory=list)
+    checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
+    sinks: list[tuple[str, int]] = field(default_factory=list)
+
+
 def _epoch(f: Frontier) -> int:
     if f.maxima is None:
         raise GraphError("internal: a persisted frontier cannot be ⊤")
@@ -178,7 +188,7 @@ class Engine:
     def _recover(self, available: dict[str, list[CheckpointMeta]]) -> None:
         plan = solve(self.topology, available)
         self.report.recovered = {}
-        forget_ckpt, forget_state, forget_logs, forget_sinks = [], [], [], []
+        undone = _Undone()
         for p in self.order:
             f = plan.frontiers[p.name]
             e = _epoch(f)
@@ -186,17 +196,12 @@ class Engine:
             self.report.recovered[p.name] = e
             self.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
             logger.info("recovery processor=%s epoch=%d why=%s", p.name, e, plan.explanations[p.name])
-            forget_ckpt += [(p.name, g) for g in plan.invalidated[p.name]]
-            forget_state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > e]
-            for port in (*p.ports, "in"):
-                forget_logs += [(f"{p.name}.{port}", t) for t in self.store.logs(f"{p.name}.{port}") if t > e]
-            if p.kind == "sink":
-                forget_sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > e]
+            self._undo_after(p, e, plan.invalidated[p.name], undone)
         for edge, times in plan.resend.items():
             if times:
                 self.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
                 logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
-        self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
+        self._delete(self.store.forget(**vars(undone)))
         for name in self.states:
             self._restore(self.pipeline.processors[name], self.frontier[name])
         crash_point("recovery.restored")
@@ -207,10 +212,7 @@ class Engine:
         current = {q: self._live_meta(q, epoch) for q in self.pipeline.processors if q not in failed}
         plan = self.monitor.recover(failed, current)
         chosen: dict[str, int | None] = {}
-        forget_ckpt: list[tuple[str, Frontier]] = []
-        forget_state: list[tuple[str, int]] = []
-        forget_logs: list[tuple[str, int]] = []
-        forget_sinks: list[tuple[str, int]] = []
+        undone = _Undone()
         for p in self.order:
             f = plan.frontiers[p.name]
             e = epoch if f.is_top else _epoch(f)
@@ -219,17 +221,22 @@ class Engine:
                 "partial recovery failed=%s processor=%s frontier=%r why=%s", sorted(failed), p.name, f, plan.explanations[p.name]
             )
             if e < epoch:
-                forget_ckpt += [(p.name, g) for g in plan.invalidated[p.name]]
-                forget_state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > e]
-                for port in (*p.ports, "in"):
-                    forget_logs += [(f"{p.name}.{port}", t) for t in self.store.logs(f"{p.name}.{port}") if t > e]
-                if p.kind == "sink":
-                    forget_sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > e]
+                self._undo_after(p, e, plan.invalidated[p.name], undone)
             if p.name in self.states and (p.name in failed or e < epoch):
                 self._restore(p, e)
             self.frontier[p.name] = e
-        self._delete(self.store.forget(logs=forget_logs, state=forget_state, checkpoints=forget_ckpt, sinks=forget_sinks))
+        self._delete(self.store.forget(**vars(undone)))
         self.report.partial.append((failed, epoch, chosen))
+
+    def _undo_after(self, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: _Undone) -> None:
+        """Collect p's committed work above ``epoch`` (a rollback undoes it)."""
+        undone.checkpoints += [(p.name, g) for g in invalidated]
+        undone.state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > epoch]
+        for port in (*p.ports, "in"):
+            key = f"{p.name}.{port}"
+            undone.logs += [(key, t) for t in self.store.logs(key) if t > epoch]
+        if p.kind == "sink":
+            undone.sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > epoch]
 
     def _live_meta(self, name: str, epoch: int) -> CheckpointMeta:
         """Ξ(p, ⊤) of a processor that did not fail: it delivered and was notified of
