@@ -27,7 +27,7 @@ def print_progress(epoch: int, seconds: float, report: RunReport) -> None:
     rate = report.last_records / seconds if seconds > 0 else 0.0
     print(
         f"epoch {epoch:4d} | {report.last_records:7d} records in {seconds:5.2f} s = {rate:8.0f} records/s "
-        f"| last checkpoint {ckpt} | epochs in flight 1",
+        f"| last checkpoint {ckpt} | epochs in flight {report.in_flight}",
         flush=True,
     )
 

@@ -149,7 +149,8 @@ def test_parquet_table_is_readable_before_the_first_epoch(spark, tmp_path: Path)
     ids=["lazy", "eager", "history", "upstream-eager"],
 )
 def test_partial_failure_rolls_back_only_what_it_must(spark, clicks: Path, tmp_path: Path, stats, fail: str, expected: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
-    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), stats), tmp_path / "state", spark=spark)
+    # One epoch in flight, so the failure happens right after epoch 3.
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), stats), tmp_path / "state", spark=spark, max_in_flight=1)
 
     def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
         if epoch == 3 and not report.partial:  # once: epoch 3 may run again after the rollback
@@ -190,3 +191,34 @@ def test_sink_staging_leftovers_are_removed(spark, tmp_path: Path) -> None:  # t
     ParquetTableSink(str(tmp_path / "out")).prepare(spark.range(0))
     assert not (tmp_path / "out" / "_staging").exists()
     assert pd.read_parquet(tmp_path / "out").empty
+
+
+def test_partial_failure_with_epochs_in_flight(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # With two epochs in flight a failure takes effect once the epochs in flight have
+    # committed: after epoch 3 or 4; the result is exact either way.
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark, max_in_flight=2)
+
+    def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
+        if epoch == 3 and not report.partial:
+            engine.fail("user_stats")
+
+    engine.on_epoch = on_epoch
+    report = engine.run()
+    failed, at, chosen = report.partial[0]
+    assert failed == {"user_stats"} and at in (3, 4)
+    assert chosen["sessions"] is None and chosen["user_stats"] is not None
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_epochs_in_flight_give_the_same_result(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    seen: list[int] = []
+    engine = Engine(
+        pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)),
+        tmp_path / "state",
+        spark=spark,
+        max_in_flight=3,
+        on_epoch=lambda e, _s, r: seen.append(r.in_flight),
+    )
+    assert engine.run().epochs == [1, 2, 3, 4, 5]
+    assert max(seen) > 1  # epochs did overlap
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +65,24 @@ class RunReport:
     collected_files: int = 0
     #: Input records of the last epoch (as the sources count them, 0 if unknown).
     last_records: int = 0
+    #: Epochs being computed when the last one committed (itself included).
+    in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+
+
+@dataclass
+class _EpochWork:
+    """One epoch on its way: computed by a worker, committed by the main thread."""
+
+    epoch: int
+    offsets: dict[str, list[str]]
+    started: float
+    records: int = 0
+    logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
+    batch: CommitBatch = field(default_factory=CommitBatch)
+    ran: list[str] = field(default_factory=list)
+    cached: list[DataFrame] = field(default_factory=list)
 
 
 @dataclass
@@ -101,8 +120,12 @@ class Engine:
         *,
         spark: SparkSession | None = None,
         on_epoch: Callable[[int, float, RunReport], None] | None = None,
+        max_in_flight: int = 2,
     ) -> None:
         pipeline.check()
+        if max_in_flight < 1:
+            raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self.max_in_flight = max_in_flight
         self.pipeline = pipeline
         self.root = Path(storage).absolute()  # Spark resolves relative paths elsewhere
         self.spark = spark or spark_session()
@@ -116,6 +139,8 @@ class Engine:
         self.topology = Topology.build({p.name: EPOCHS for p in self.order}, edges)
         self.report = RunReport()
         self._failed: set[str] = set()
+        # (processor, epoch) -> set when that stateful step is done (epochs in flight)
+        self._done: dict[tuple[str, int], threading.Event] = {}
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -129,34 +154,49 @@ class Engine:
     # -- public -----------------------------------------------------------------------
 
     def run(self, *, max_epochs: int | None = None) -> RunReport:
-        """Process epochs until no source has new input (or ``max_epochs`` epochs)."""
+        """Process epochs until no source has new input (or ``max_epochs`` epochs).
+
+        Up to ``max_in_flight`` epochs are computed at once (their Spark jobs run
+        concurrently; a stateful processor still applies epochs in order); epochs
+        commit strictly in order."""
         with RootLock(self.root):
             self.store = MetaStore(self.root)
+            pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
             try:
                 self._start()
-                epoch = min(self.frontier.values()) + 1
-                done = 0
-                while max_epochs is None or done < max_epochs:
-                    offsets = self._plan(epoch)
-                    if offsets is None:
-                        break
-                    started = time.perf_counter()
-                    self.report.last_records = sum(
-                        self.pipeline.processors[name].params["source"].count_records(files)
-                        for name, files in offsets.items()
-                    )
-                    self._run_epoch(epoch, offsets)
-                    self.report.epochs.append(epoch)
-                    if self.on_epoch:
-                        self.on_epoch(epoch, time.perf_counter() - started, self.report)
-                    done += 1
-                    self._failed |= armed_failures(epoch)
-                    if self._failed:
-                        self._recover_partial(epoch)
-                    epoch = min(self.frontier.values()) + 1
+                self._loop(pool, max_epochs)
             finally:
+                pool.shutdown(wait=True, cancel_futures=True)
                 self.store.close()
         return self.report
+
+    def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
+        epoch = min(self.frontier.values()) + 1
+        planned = 0
+        inflight: deque[tuple[_EpochWork, Future[None]]] = deque()
+        while True:
+            while (
+                len(inflight) < self.max_in_flight
+                and not self._failed
+                and (max_epochs is None or planned < max_epochs)
+            ):
+                offsets = self._plan(epoch)
+                if offsets is None:
+                    break
+                work = self._prepare(epoch, offsets)
+                inflight.append((work, pool.submit(self._compute, work)))
+                epoch += 1
+                planned += 1
+            if not inflight:
+                return
+            work, future = inflight.popleft()
+            future.result()
+            self.report.in_flight = len(inflight) + 1
+            self._commit(work)
+            self._failed |= armed_failures(work.epoch)
+            if self._failed and not inflight:  # failures take effect between epochs
+                self._recover_partial(work.epoch)
+                epoch = min(self.frontier.values()) + 1
 
     # -- start and recovery -------------------------------------------------------------
 
@@ -184,6 +224,14 @@ class Engine:
         )
         retained = self.store.checkpoints(self.topology)
         self.monitor.add_many(s.meta for ss in retained.values() for s in ss)
+        self._settle_after_rollback()
+
+    def _settle_after_rollback(self) -> None:
+        """Nothing is in flight: epochs at or below ``restored`` are skipped by each
+        processor, and state versions replaced by the rollback can be freed."""
+        self.restored = dict(self.frontier)
+        for state in self.states.values():
+            state.release(max(self.frontier.values(), default=0) + 1)
 
     def _recover(self, available: dict[str, list[CheckpointMeta]]) -> None:
         plan = solve(self.topology, available)
@@ -227,6 +275,7 @@ class Engine:
             self.frontier[p.name] = e
         self._delete(self.store.forget(**vars(undone)))
         self.report.partial.append((failed, epoch, chosen))
+        self._settle_after_rollback()
 
     def _undo_after(self, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: _Undone) -> None:
         """Collect p's committed work above ``epoch`` (a rollback undoes it)."""
@@ -299,40 +348,92 @@ class Engine:
         crash_point("epoch.planned")
         return planned
 
-    def _run_epoch(self, epoch: int, offsets: dict[str, list[str]]) -> None:
-        outputs: dict[tuple[str, str], DataFrame] = {}
-        cached: list[DataFrame] = []
-        batch = CommitBatch()
-        records: list[CheckpointMeta] = []
+    def _prepare(self, epoch: int, offsets: dict[str, list[str]]) -> _EpochWork:
+        """Main-thread preparation of an epoch: what its worker needs from the store."""
+        work = _EpochWork(epoch, offsets, time.perf_counter())
+        work.records = sum(
+            self.pipeline.processors[name].params["source"].count_records(files)
+            for name, files in offsets.items()
+        )
         for p in self.order:
-            if epoch <= self.frontier[p.name]:
-                self._feed_from_log(p, epoch, outputs)
+            if p.name in self.states:
+                self._done[(p.name, epoch)] = threading.Event()
+            if epoch > self.restored[p.name]:
                 continue
-            inputs = [outputs[(i.src, i.port)] for i in p.inputs]
-            if isinstance(p.policy, FullHistory):
-                files = write_parquet(inputs[0], self.root / "logs" / f"{p.name}.in", f"e{epoch}")
-                batch.logs.append((f"{p.name}.in", epoch, files))
-            for port, df in self._step(p, epoch, inputs, offsets).items():
-                if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
-                    df = df.persist()
-                    cached.append(df)
-                outputs[(p.name, port)] = df
-                if p.policy.logs_outputs:
-                    files = write_parquet(df, self.root / "logs" / f"{p.name}.{port}", f"e{epoch}")
-                    batch.logs.append((f"{p.name}.{port}", epoch, files))
-            self._persist(p, epoch, inputs, batch)
-            meta = self._xi(p, epoch, batch)
-            if meta is not None:
-                records.append(meta)
-            self.frontier[p.name] = epoch
+            for port in p.ports:  # p already holds the epoch: feed receivers that do not
+                if any(epoch > self.restored[q.name] for q in self.pipeline.consumers(p.name, port)):
+                    files = self.store.logs(f"{p.name}.{port}").get(epoch)
+                    if files is None:
+                        raise GraphError(
+                            f"internal: processor {p.name!r} has no log of epoch {epoch} for a "
+                            "consumer that rolled back; the rollback plan should have prevented this"
+                        )
+                    work.logged[(p.name, port)] = files
+        return work
+
+    def _compute(self, work: _EpochWork) -> None:
+        """Run every step of one epoch (a worker thread; no metadata access)."""
+        epoch = work.epoch
+        outputs: dict[tuple[str, str], DataFrame] = {}
+        try:
+            for p in self.order:
+                if epoch <= self.restored[p.name]:
+                    for (name, port), logged in work.logged.items():
+                        if name == p.name:
+                            outputs[(name, port)] = self._read(logged, self.out_schemas[(name, port)])
+                    continue
+                previous = self._done.get((p.name, epoch - 1))
+                if previous is not None:
+                    previous.wait()  # keyed state applies epochs in order
+                inputs = [outputs[(i.src, i.port)] for i in p.inputs]
+                if isinstance(p.policy, FullHistory):
+                    files = write_parquet(inputs[0], self.root / "logs" / f"{p.name}.in", f"e{epoch}")
+                    work.batch.logs.append((f"{p.name}.in", epoch, files))
+                for port, df in self._step(p, epoch, inputs, work.offsets).items():
+                    if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
+                        df = df.persist()
+                        work.cached.append(df)
+                    outputs[(p.name, port)] = df
+                    if p.policy.logs_outputs:
+                        files = write_parquet(df, self.root / "logs" / f"{p.name}.{port}", f"e{epoch}")
+                        work.batch.logs.append((f"{p.name}.{port}", epoch, files))
+                self._persist(p, epoch, inputs, work.batch)
+                work.ran.append(p.name)
+                done = self._done.get((p.name, epoch))
+                if done is not None:
+                    done.set()
+        finally:
+            for p in self.order:  # never leave a later epoch waiting on a failed one
+                done = self._done.get((p.name, epoch))
+                if done is not None:
+                    done.set()
+
+    def _commit(self, work: _EpochWork) -> None:
+        """Commit one computed epoch (main thread, in epoch order), then collect garbage."""
+        epoch = work.epoch
         crash_point("epoch.computed")
-        batch.checkpoints = [(m, []) for m in records]
+        records = [
+            meta
+            for meta in (self._xi(self.pipeline.processors[name], epoch, work.batch) for name in work.ran)
+            if meta is not None
+        ]
+        work.batch.checkpoints = [(m, []) for m in records]
         crash_point("commit.before")
-        self.store.commit(batch)
+        self.store.commit(work.batch)
         crash_point("commit.after")
+        for name in work.ran:
+            self.frontier[name] = epoch
         self._collect(self.monitor.add_many(records))
-        for df in cached:
+        for df in work.cached:
             df.unpersist()
+        for state in self.states.values():
+            state.release(epoch)
+        for p in self.order:
+            self._done.pop((p.name, epoch - 1), None)
+        self.report.epochs.append(epoch)
+        self.report.last_records = work.records
+        if self.on_epoch:
+            self.on_epoch(epoch, time.perf_counter() - work.started, self.report)
 
     def _step(self, p: Processor, epoch: int, inputs: list[DataFrame], offsets: dict[str, list[str]]) -> dict[str, DataFrame]:
         kind = p.kind
@@ -394,19 +495,6 @@ class Engine:
                 discarded[e.name] = _down(first - 1)
                 logged[e.name] = [t for t in kept if t <= epoch]
         return discarded, logged
-
-    def _feed_from_log(self, p: Processor, epoch: int, outputs: dict[tuple[str, str], DataFrame]) -> None:
-        """p already holds ``epoch``; consumers that do not are fed its logged output."""
-        for port in p.ports:
-            if any(epoch > self.frontier[q.name] for q in self.pipeline.consumers(p.name, port)):
-                files = self.store.logs(f"{p.name}.{port}").get(epoch)
-                if files is None:
-                    raise GraphError(
-                        f"internal: processor {p.name!r} has no log of epoch {epoch} for a consumer "
-                        "that rolled back; the rollback plan should have prevented this"
-                    )
-                schema = self.out_schemas[(p.name, port)]
-                outputs[(p.name, port)] = self._read(files, schema)
 
     def _read(self, files: tuple[StoredFile, ...], schema: Any) -> DataFrame:
         if not files:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from collections import Counter
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ POINTS = (
     "recovery.restored",
 )
 _seen: Counter[str] = Counter()
+_lock = threading.Lock()
 
 
 _fired: set[str] = set()
@@ -51,10 +53,12 @@ def armed_failures(epoch: int) -> set[str]:
 
 def crash_point(name: str) -> None:
     """SIGKILL this process if ``FALKIRK_CRASH_AT`` names this occurrence of ``name``."""
-    _seen[name] += 1
+    with _lock:  # epochs in flight reach points from several threads
+        _seen[name] += 1
+        seen = _seen[name]
     armed = os.environ.get("FALKIRK_CRASH_AT", "")
     for item in filter(None, (x.strip() for x in armed.split(","))):
         point, _, count = item.partition(":")
-        if point == name and _seen[name] == int(count or 1):
+        if point == name and seen == int(count or 1):
             logger.warning("crash point %s:%d reached: killing the process", name, _seen[name])
             os.kill(os.getpid(), signal.SIGKILL)

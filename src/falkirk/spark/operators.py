@@ -154,6 +154,7 @@ def stateful_step(
     new_rows = result.filter(F.col(KIND) == "state").select(
         *[F.col(f"k_{k}").alias(k) for k in keys], *[F.col(f"s_{v}").alias(v) for v in values]
     )
+    state.retire(epoch, result)  # read by this epoch's consumers; freed once it commits
     kept = state.df.join(touched, keys, "left_anti")
     deleted = touched.join(new_rows.select(*keys), keys, "left_anti")
     state.replace(kept.unionByName(new_rows.withColumn(EPOCH, F.lit(epoch).cast("long"))), deleted, epoch)

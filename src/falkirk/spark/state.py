@@ -41,25 +41,48 @@ class KeyedState:
         self.df: DataFrame = spark.createDataFrame([], self.row_schema)
         self._tombstones: DataFrame | None = None
         self.checkpointed_epoch = 0  # rows with a greater _epoch are not yet checkpointed
+        self.version = 0  # the epoch the state is at
+        # Materialised DataFrames no longer current, with the epoch whose consumers may
+        # still read them: freed by release() once that epoch has committed (epochs
+        # in flight read older versions concurrently).
+        self._retired: list[tuple[int, DataFrame]] = []
 
     # -- updates ------------------------------------------------------------------------
 
     def replace(self, new_df: DataFrame, deleted_keys: DataFrame | None, epoch: int) -> None:
         """Install the state after ``epoch``: ``new_df`` in row schema, and the keys
         this epoch deleted (for the next delta checkpoint)."""
-        old = self.df
+        self.retire(self.version, self.df)
         self.df = new_df.select(*self.row_schema.fieldNames()).localCheckpoint(eager=True)
         if deleted_keys is not None:
             gone = deleted_keys.select(*self.keys).withColumn(EPOCH, F.lit(epoch).cast("long"))
-            self._tombstones = gone if self._tombstones is None else self._tombstones.unionByName(gone)
-            self._tombstones = self._tombstones.localCheckpoint(eager=True)
-        old.unpersist()
+            if self._tombstones is not None:
+                self.retire(self.version, self._tombstones)
+            merged = gone if self._tombstones is None else self._tombstones.unionByName(gone)
+            self._tombstones = merged.localCheckpoint(eager=True)
+        self.version = epoch
+
+    def retire(self, epoch: int, df: DataFrame) -> None:
+        """Free ``df`` once ``epoch`` has committed (see :meth:`release`)."""
+        self._retired.append((epoch, df))
+
+    def release(self, committed: int) -> None:
+        """Unpersist retired DataFrames that epochs up to ``committed`` needed."""
+        keep = []
+        for epoch, df in self._retired:
+            if epoch <= committed:
+                df.unpersist()
+            else:
+                keep.append((epoch, df))
+        self._retired = keep
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
+        self.retire(self.version, self.df)
         self.df = self.spark.createDataFrame([], self.row_schema)
         self._tombstones = None
         self.checkpointed_epoch = 0
+        self.version = 0
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -92,6 +115,8 @@ class KeyedState:
             .filter((F.col("_rank") == 1) & ~F.col(DELETED))
             .select(*self.row_schema.fieldNames())
         )
+        self.retire(self.version, self.df)
         self.df = state.localCheckpoint(eager=True)
         self._tombstones = None
         self.checkpointed_epoch = epoch
+        self.version = epoch
