@@ -39,18 +39,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from falkirk.graph import FullHistory, GraphError, Pipeline, Processor
-from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology, solve
-from falkirk.runtime import schemas
+from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology
+from falkirk.runtime import rollback, schemas
+from falkirk.runtime.epochs import EPOCHS, down, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.spark.files import write_parquet
 from falkirk.spark.operators import aggregate_step, stateful_step
 from falkirk.spark.session import spark_session
 from falkirk.spark.state import KeyedState
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
-from falkirk.time import EpochDomain, Frontier
+from falkirk.time import Frontier
 
 logger = logging.getLogger(__name__)
-EPOCHS = EpochDomain()
 
 
 @dataclass
@@ -83,26 +83,6 @@ class _EpochWork:
     batch: CommitBatch = field(default_factory=CommitBatch)
     ran: list[str] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
-
-
-@dataclass
-class _Undone:
-    """Committed records a rollback undoes, by table (the arguments of MetaStore.forget)."""
-
-    logs: list[tuple[str, int]] = field(default_factory=list)
-    state: list[tuple[str, int]] = field(default_factory=list)
-    checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
-    sinks: list[tuple[str, int]] = field(default_factory=list)
-
-
-def _epoch(f: Frontier) -> int:
-    if f.maxima is None:
-        raise GraphError("internal: a persisted frontier cannot be ⊤")
-    return int(f.maxima[0]) if f.maxima else 0  # type: ignore[arg-type]
-
-
-def _down(epoch: int) -> Frontier:
-    return Frontier(EPOCHS, (epoch,)) if epoch > 0 else Frontier.empty(EPOCHS)
 
 
 def edge_name(src: str, port: str, dst: str) -> str:
@@ -141,6 +121,8 @@ class Engine:
         self._failed: set[str] = set()
         # (processor, epoch) -> set when that stateful step is done (epochs in flight)
         self._done: dict[tuple[str, int], threading.Event] = {}
+        # Each processor skips the epochs at or below its frontier of the last rollback.
+        self.restored: dict[str, int] = {}
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -195,7 +177,7 @@ class Engine:
             self._commit(work)
             self._failed |= armed_failures(work.epoch)
             if self._failed and not inflight:  # failures take effect between epochs
-                self._recover_partial(work.epoch)
+                rollback.recover_partial(self, work.epoch)
                 epoch = min(self.frontier.values()) + 1
 
     # -- start and recovery -------------------------------------------------------------
@@ -214,7 +196,7 @@ class Engine:
         stored = self.store.checkpoints(self.topology)
         self.frontier = {p.name: 0 for p in self.order}
         if any(stored.values()):
-            self._recover({p: [s.meta for s in ss] for p, ss in stored.items()})
+            rollback.recover(self, {p: [s.meta for s in ss] for p, ss in stored.items()})
         self._sweep_garbage()
         self.checkpoint_count = {p: len(self.store.state_files(p)) for p in self.states}
         self.monitor = Monitor(
@@ -224,104 +206,7 @@ class Engine:
         )
         retained = self.store.checkpoints(self.topology)
         self.monitor.add_many(s.meta for ss in retained.values() for s in ss)
-        self._settle_after_rollback()
-
-    def _settle_after_rollback(self) -> None:
-        """Nothing is in flight: epochs at or below ``restored`` are skipped by each
-        processor, and state versions replaced by the rollback can be freed."""
-        self.restored = dict(self.frontier)
-        for state in self.states.values():
-            state.release(max(self.frontier.values(), default=0) + 1)
-
-    def _recover(self, available: dict[str, list[CheckpointMeta]]) -> None:
-        plan = solve(self.topology, available)
-        self.report.recovered = {}
-        undone = _Undone()
-        for p in self.order:
-            f = plan.frontiers[p.name]
-            e = _epoch(f)
-            self.frontier[p.name] = e
-            self.report.recovered[p.name] = e
-            self.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
-            logger.info("recovery processor=%s epoch=%d why=%s", p.name, e, plan.explanations[p.name])
-            self._undo_after(p, e, plan.invalidated[p.name], undone)
-        for edge, times in plan.resend.items():
-            if times:
-                self.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
-                logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
-        self._delete(self.store.forget(**vars(undone)))
-        for name in self.states:
-            self._restore(self.pipeline.processors[name], self.frontier[name])
-        crash_point("recovery.restored")
-
-    def _recover_partial(self, epoch: int) -> None:
-        """Roll back after in-process failures: survivors offer ⊤ (their live state)."""
-        failed, self._failed = frozenset(self._failed), set()
-        current = {q: self._live_meta(q, epoch) for q in self.pipeline.processors if q not in failed}
-        plan = self.monitor.recover(failed, current)
-        chosen: dict[str, int | None] = {}
-        undone = _Undone()
-        for p in self.order:
-            f = plan.frontiers[p.name]
-            e = epoch if f.is_top else _epoch(f)
-            chosen[p.name] = None if f.is_top else e
-            logger.info(
-                "partial recovery failed=%s processor=%s frontier=%r why=%s", sorted(failed), p.name, f, plan.explanations[p.name]
-            )
-            if e < epoch:
-                self._undo_after(p, e, plan.invalidated[p.name], undone)
-            if p.name in self.states and (p.name in failed or e < epoch):
-                self._restore(p, e)
-            self.frontier[p.name] = e
-        self._delete(self.store.forget(**vars(undone)))
-        self.report.partial.append((failed, epoch, chosen))
-        self._settle_after_rollback()
-
-    def _undo_after(self, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: _Undone) -> None:
-        """Collect p's committed work above ``epoch`` (a rollback undoes it)."""
-        undone.checkpoints += [(p.name, g) for g in invalidated]
-        undone.state += [(p.name, t) for t, _, _ in self.store.state_files(p.name) if t > epoch]
-        for port in (*p.ports, "in"):
-            key = f"{p.name}.{port}"
-            undone.logs += [(key, t) for t in self.store.logs(key) if t > epoch]
-        if p.kind == "sink":
-            undone.sinks += [(p.name, t) for t in self.store.sink_commits(p.name) if t > epoch]
-
-    def _live_meta(self, name: str, epoch: int) -> CheckpointMeta:
-        """Ξ(p, ⊤) of a processor that did not fail: it delivered and was notified of
-        everything up to ``epoch``; what it discarded depends on its log."""
-        p = self.pipeline.processors[name]
-        done = _down(epoch)
-        discarded, logged = self._log_metadata(p, epoch, CommitBatch())
-        return CheckpointMeta.build(
-            self.topology,
-            name,
-            Frontier.top(EPOCHS),
-            notifications=done,
-            delivered={e.name: done for e in self.topology.inputs(name)},
-            discarded=discarded or None,
-            logged=logged or None,
-        )
-
-    def _restore(self, p: Processor, epoch: int) -> None:
-        state = self.states[p.name]
-        if isinstance(p.policy, FullHistory):
-            self._replay_history(p, epoch)
-        elif epoch > 0:
-            state.restore(self.store.state_files(p.name), epoch)
-        else:
-            state.reset()
-
-    def _replay_history(self, p: Processor, upto: int) -> None:
-        """Rebuild a FullHistory processor's state by re-running its logged inputs."""
-        self.states[p.name].reset()
-        logged = self.store.logs(f"{p.name}.in")
-        schema = self.out_schemas[(p.inputs[0].src, p.inputs[0].port)]
-        for epoch in range(1, upto + 1):
-            if epoch not in logged:
-                raise GraphError(f"internal: the input log of {p.name!r} lacks epoch {epoch}")
-            self._step(p, epoch, [self._read(logged[epoch], schema)], {})
-        logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)
+        rollback.settle(self)
 
     # -- one epoch ------------------------------------------------------------------------
 
@@ -477,7 +362,7 @@ class Engine:
             return None  # keyed state without a checkpoint here: not a rollback point
         discarded, logged = self._log_metadata(p, epoch, batch)
         return CheckpointMeta.build(
-            self.topology, p.name, _down(epoch), discarded=discarded or None, logged=logged or None
+            self.topology, p.name, down(epoch), discarded=discarded or None, logged=logged or None
         )
 
     def _log_metadata(
@@ -492,7 +377,7 @@ class Engine:
                 key = e.name.split(">")[0]
                 kept = sorted(set(self.store.logs(key)) | {t for k, t, _ in batch.logs if k == key})
                 first = kept[0] if kept else epoch + 1
-                discarded[e.name] = _down(first - 1)
+                discarded[e.name] = down(first - 1)
                 logged[e.name] = [t for t in kept if t <= epoch]
         return discarded, logged
 
@@ -504,7 +389,7 @@ class Engine:
     # -- garbage ----------------------------------------------------------------------------
 
     def _collect(self, decisions: list[Any]) -> None:
-        lw = {p: _epoch(f) for p, f in self.monitor.low_watermarks.items()}
+        lw = {p: epoch_of(f) for p, f in self.monitor.low_watermarks.items()}
         forget_ckpt: list[tuple[str, Frontier]] = []
         forget_state: list[tuple[str, int]] = []
         forget_logs: list[tuple[str, int]] = []
