@@ -236,10 +236,11 @@ class Engine:
     def _prepare(self, epoch: int, offsets: dict[str, list[str]]) -> _EpochWork:
         """Main-thread preparation of an epoch: what its worker needs from the store."""
         work = _EpochWork(epoch, offsets, time.perf_counter())
-        work.records = sum(
-            self.pipeline.processors[name].params["source"].count_records(files)
-            for name, files in offsets.items()
-        )
+        if self.on_epoch is not None:  # counting reads the input again: only for display
+            work.records = sum(
+                self.pipeline.processors[name].params["source"].count_records(files)
+                for name, files in offsets.items()
+            )
         for p in self.order:
             if p.name in self.states:
                 self._done[(p.name, epoch)] = threading.Event()

@@ -185,7 +185,10 @@ class LoopEntry(Projection):
     dst: ProductDomain
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dst, ProductDomain) or epoch_like_depth(self.src) + 1 != self.dst.depth:
+        if (
+            not isinstance(self.dst, ProductDomain)
+            or epoch_like_depth(self.src) + 1 != self.dst.depth
+        ):
             raise TimeError(
                 f"loop_entry must go from depth k to a product domain of depth k+1, got "
                 f"{self.src!r} -> {self.dst!r}"
@@ -219,7 +222,10 @@ class LoopExit(Projection):
     dst: Domain
 
     def __post_init__(self) -> None:
-        if not isinstance(self.src, ProductDomain) or epoch_like_depth(self.dst) + 1 != self.src.depth:
+        if (
+            not isinstance(self.src, ProductDomain)
+            or epoch_like_depth(self.dst) + 1 != self.src.depth
+        ):
             raise TimeError(
                 f"loop_exit must go from a product domain of depth k+1 to depth k, got "
                 f"{self.src!r} -> {self.dst!r}"
@@ -291,12 +297,9 @@ class EpochToSeq(Projection):
     dst: Domain = field(default_factory=SeqDomain)
 
     def __post_init__(self) -> None:
-        counts = [self.sent_through[t] for t in sorted(self.sent_through)]
-        if any(a > b for a, b in pairwise(counts)):
-            raise TimeError(
-                f"EpochToSeq({self.edge!r}): counts must not decrease with the epoch, got "
-                f"{dict(sorted(self.sent_through.items()))}"
-            )
+        _non_decreasing(
+            self.sent_through, f"EpochToSeq({self.edge!r}): counts must not decrease with the epoch"
+        )
 
     @property
     def source(self) -> Domain:
@@ -331,12 +334,10 @@ class SeqToEpoch(Projection):
     dst: Domain = field(default_factory=EpochDomain)
 
     def __post_init__(self) -> None:
-        ends = [self.last_seq[t] for t in sorted(self.last_seq)]
-        if any(a > b for a, b in pairwise(ends)):
-            raise TimeError(
-                f"SeqToEpoch({self.edge!r}): windows must not end earlier for a later epoch, "
-                f"got {dict(sorted(self.last_seq.items()))}"
-            )
+        _non_decreasing(
+            self.last_seq,
+            f"SeqToEpoch({self.edge!r}): windows must not end earlier for a later epoch",
+        )
 
     @property
     def source(self) -> Domain:
@@ -360,6 +361,13 @@ class SeqToEpoch(Projection):
                 break
             done = t
         return Frontier(self.dst, (done,)) if done is not None else Frontier.empty(self.dst)
+
+
+def _non_decreasing(by_epoch: Mapping[int, int], problem: str) -> None:
+    """Raise ``TimeError(problem)`` unless the values grow (weakly) with the epoch."""
+    values = [by_epoch[t] for t in sorted(by_epoch)]
+    if any(a > b for a, b in pairwise(values)):
+        raise TimeError(f"{problem}, got {dict(sorted(by_epoch.items()))}")
 
 
 def _as_tuple(t: Time) -> tuple[Any, ...]:
@@ -392,15 +400,21 @@ def projection_for(kind: str, source: Domain, target: Domain) -> Projection:
         return Identity(source)
     if kind == "loop_entry":
         if not isinstance(target, ProductDomain):
-            raise TimeError(f"loop_entry must go from depth k to a product domain of depth k+1, got {source!r} -> {target!r}")
+            raise TimeError(
+                f"loop_entry must go from depth k to a product domain of depth k+1, got {source!r} -> {target!r}"
+            )
         return LoopEntry(source, target)
     if kind == "loop_exit":
         if not isinstance(source, ProductDomain):
-            raise TimeError(f"loop_exit must go from a product domain of depth k+1 to depth k, got {source!r} -> {target!r}")
+            raise TimeError(
+                f"loop_exit must go from a product domain of depth k+1 to depth k, got {source!r} -> {target!r}"
+            )
         return LoopExit(source, target)
     if kind == "feedback":
         if source != target or not isinstance(source, ProductDomain):
-            raise TimeError(f"feedback needs the same product domain at both ends, got {source!r} -> {target!r}")
+            raise TimeError(
+                f"feedback needs the same product domain at both ends, got {source!r} -> {target!r}"
+            )
         return Feedback(source)
     if kind == "recorded":
         return Recorded(source, target)
