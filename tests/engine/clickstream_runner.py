@@ -3,7 +3,8 @@
     python clickstream_runner.py IN OUT STATE REJ SESSIONS STATS
 
 SESSIONS and STATS name a policy: ``eager``, ``lazy:K``, ``log``, ``stateless``,
-``history``.
+``history``. IN is a directory of CSV files, or ``gen:B,S,U,SEED`` for the clickstream
+generator (B batches of S sessions over U users).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from falkirk.graph import (
     Policy,
     Stateless,
 )
+from falkirk.io import clickstream_generator
 from falkirk.runtime import Engine
 
 
@@ -31,5 +33,9 @@ def policy(spec: str) -> Policy:
 
 if __name__ == "__main__":
     inp, out, state, rej, sessions, stats = sys.argv[1:7]
-    pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats))
+    source = None
+    if inp.startswith("gen:"):
+        b, n, u, seed = (int(x) for x in inp.removeprefix("gen:").split(","))
+        source = clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05)
+    pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source)
     Engine(pipeline, state).run()

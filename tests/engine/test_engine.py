@@ -185,11 +185,11 @@ def test_parquet_file_source(spark, tmp_path: Path) -> None:  # type: ignore[no-
 
 
 def test_sink_staging_leftovers_are_removed(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    leftover = tmp_path / "out" / "_staging" / "e3-abc"
+    leftover = tmp_path / "out" / "_staging-e3-abc"
     leftover.mkdir(parents=True)
     (leftover / "part-0.parquet").write_bytes(b"partial")
     ParquetTableSink(str(tmp_path / "out")).prepare(spark.range(0))
-    assert not (tmp_path / "out" / "_staging").exists()
+    assert not list((tmp_path / "out").glob("_staging*"))
     assert pd.read_parquet(tmp_path / "out").empty
 
 

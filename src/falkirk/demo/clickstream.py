@@ -26,7 +26,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline, Policy
+from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline, Policy, Source
 from falkirk.io import FileSource, ParquetTableSink
 
 RAW_SCHEMA = "sess_id string, user_id string, ts string, event string, _raw string"
@@ -94,9 +94,12 @@ def build_pipeline(
     files_per_epoch: int = 1,
     sessions_policy: Policy | None = None,
     stats_policy: Policy | None = None,
+    source: Source | None = None,
 ) -> Pipeline:
+    """The query reading CSV files of ``input_dir`` (or ``source``, any source with
+    the columns of :data:`RAW_SCHEMA`, such as the clickstream generator)."""
     p = Pipeline("clickstream")
-    raw = p.source("events", FileSource(input_dir, "csv", RAW_SCHEMA, files_per_epoch, CSV_OPTIONS))
+    raw = p.source("events", source or FileSource(input_dir, "csv", RAW_SCHEMA, files_per_epoch, CSV_OPTIONS))
     valid, rejected = raw.validate("validate", check_rows)
     rejected.map("rejected_fields", rejected_rows).sink("dead_letter", ParquetTableSink(rejected_dir, epoch_column=None))
     (

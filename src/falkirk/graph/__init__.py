@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.pipeline import Pipeline, Processor, Stream
+from falkirk.graph.plugins import Sink, Source
 from falkirk.graph.policies import (
     EagerCheckpoint,
     FullHistory,
@@ -25,6 +26,8 @@ __all__ = [
     "Pipeline",
     "Policy",
     "Processor",
+    "Sink",
+    "Source",
     "Stateless",
     "Stream",
 ]

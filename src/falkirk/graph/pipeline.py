@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.graph.plugins import Sink, Source
 from falkirk.graph.policies import (
     EagerCheckpoint,
     FullHistory,
@@ -140,6 +141,7 @@ class Stream:
         state_schema: str,
         output_schema: str,
         policy: Policy | None = None,
+        on_epoch_end: Callable[..., Any] | None = None,
     ) -> Stream:
         """A user function with per-key state, run in pandas through Spark.
 
@@ -147,7 +149,16 @@ class Stream:
         rows of this epoch, ``state`` its stored state (a pandas DataFrame of
         ``state_schema``, empty for a new key); return the rows to emit
         (``output_schema``) and the new state (``None`` or an empty frame deletes
-        the key). The state schema must not repeat the key columns."""
+        the key). The state schema must not repeat the key columns.
+
+        ``on_epoch_end(key, state, epoch) -> (outputs, new_state)``, if given, is the
+        epoch-completion notification: once an epoch is complete at this processor
+        (all its input for the epoch has arrived), it is called for every key that
+        holds state and received no rows in that epoch - to expire idle keys, emit
+        timeouts or close windows. It makes every epoch cost O(state) instead of
+        O(input), since every stored key is visited."""
+        if on_epoch_end is not None and not callable(on_epoch_end):
+            raise GraphError(f"{name}: on_epoch_end must be a function (key, state, epoch) -> (outputs, new_state)")
         return self.pipeline._add(
             name,
             "stateful",
@@ -157,9 +168,10 @@ class Stream:
             fn=fn,
             state_schema=state_schema,
             output_schema=output_schema,
+            on_epoch_end=on_epoch_end,
         )
 
-    def sink(self, name: str, sink: Any) -> None:
+    def sink(self, name: str, sink: Sink) -> None:
         """Write the stream to ``sink`` (exactly once per epoch)."""
         self.pipeline._add(name, "sink", [self], Stateless(), sink=sink)
 
@@ -171,8 +183,8 @@ class Pipeline:
         self.name = name
         self.processors: dict[str, Processor] = {}
 
-    def source(self, name: str, source: Any) -> Stream:
-        """A source (:mod:`falkirk.io.sources`): it cuts its input into epochs."""
+    def source(self, name: str, source: Source) -> Stream:
+        """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into epochs."""
         return self._add(name, "source", [], Stateless(), source=source)
 
     def _add(

@@ -1,47 +1,53 @@
 """Sinks: exactly-once output per epoch.
 
 :class:`ParquetTableSink` writes each epoch as one Parquet file
-``epoch-<n>.parquet``, first under ``_staging/`` (ignored by Parquet readers), then
-moved into place with an atomic rename. A reader of the directory therefore sees
-whole epochs only, and a replayed epoch replaces its file with the same rows: no
-duplicates.
+``epoch-<n>.parquet``, first in a ``_staging-*`` directory (ignored by Parquet
+readers), then moved into place with an atomic rename. A reader of the directory
+therefore sees whole epochs only, and a replayed epoch replaces its file with the
+same rows: no duplicates.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
+import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.storage import StoredFile, make_durable
+from falkirk.spark.files import data_files
+from falkirk.storage import StoredFile
+from falkirk.storage.filesystem import filesystem_for, is_uri
+
+_EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
 
 
 @dataclass(frozen=True)
 class ParquetTableSink:
     """A directory of per-epoch Parquet files; ``epoch_column`` (if set) adds the
-    epoch number as an int64 column."""
+    epoch number as an int64 column. ``path`` is a local directory or any Hadoop
+    filesystem URI Spark can write."""
 
     path: str
     epoch_column: str | None = "epoch"
 
     def __post_init__(self) -> None:
-        # Spark resolves relative paths against the JVM's directory, not ours.
-        object.__setattr__(self, "path", os.path.abspath(self.path))
+        if not is_uri(self.path):  # Spark resolves relative paths against the JVM's directory
+            object.__setattr__(self, "path", os.path.abspath(self.path))
 
     def prepare(self, empty: DataFrame) -> None:
         """Make the table readable before the first epoch (an empty file with the
         schema) and remove staging files of writes a crash interrupted."""
-        root = Path(self.path)
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(root / "_staging", ignore_errors=True)  # writes a crash interrupted
-        if not any(root.glob("epoch-*.parquet")):
+        fs, root = filesystem_for(self.path, empty.sparkSession)
+        fs.mkdirs(root)
+        entries = fs.children(root)
+        for path, _ in entries:
+            if path.rsplit("/", 1)[-1].startswith("_staging"):  # writes a crash interrupted
+                fs.delete(path)
+        if not any(_EPOCH_FILE.search(path) for path, _ in entries):
             self.write(self._stamp(empty, 0), 0)
 
     def _stamp(self, df: DataFrame, epoch: int) -> DataFrame:
@@ -51,17 +57,14 @@ class ParquetTableSink:
 
     def write(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         """Write one epoch (replacing an earlier attempt of the same epoch)."""
-        root = Path(self.path)
-        staging = root / "_staging" / f"e{epoch}-{uuid.uuid4().hex[:12]}"
-        self._stamp(df, epoch).coalesce(1).write.parquet(str(staging))
-        parts = sorted(staging.glob("part-*.parquet"))
-        final = root / f"epoch-{epoch:010d}.parquet"
-        make_durable(parts)
-        os.replace(parts[0], final)
-        shutil.rmtree(staging, ignore_errors=True)
-        with contextlib.suppress(OSError):  # only when no other write is staged
-            staging.parent.rmdir()
-        return make_durable([final])
+        fs, root = filesystem_for(self.path, df.sparkSession)
+        staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}")
+        self._stamp(df, epoch).coalesce(1).write.parquet(staging)
+        parts = fs.make_durable(data_files(fs, staging))
+        final = fs.join(root, f"epoch-{epoch:010d}.parquet")
+        fs.replace(parts[0].path, final)
+        fs.delete(staging)
+        return fs.make_durable([final])
 
 
 @dataclass

@@ -25,7 +25,6 @@ the loop resumes from the earliest frontier.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections import deque
@@ -43,11 +42,14 @@ from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology
 from falkirk.runtime import rollback, schemas
 from falkirk.runtime.epochs import EPOCHS, down, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
-from falkirk.spark.files import write_parquet
+from falkirk.spark.files import data_files, write_parquet
 from falkirk.spark.operators import aggregate_step, stateful_step
 from falkirk.spark.session import spark_session
 from falkirk.spark.state import KeyedState
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.storage.filesystem import filesystem_for, is_uri
+from falkirk.storage.metastore import DB_NAME
+from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.time import Frontier
 
 logger = logging.getLogger(__name__)
@@ -90,8 +92,16 @@ def edge_name(src: str, port: str, dst: str) -> str:
 
 
 class Engine:
-    """Runs ``pipeline`` with its state and metadata under ``storage`` (a local
-    directory). Only one engine may use a storage root at a time (fencing)."""
+    """Runs ``pipeline`` with its state and metadata under ``storage``: a local
+    directory, or any Hadoop filesystem URI Spark can write (``hdfs://...``,
+    ``s3a://...``, ``file:///...``). Only one engine may use a storage root at a
+    time (fencing).
+
+    For a URI root the metadata database is worked on in ``metadata_dir`` (a local
+    directory; by default one under ``~/.cache/falkirk`` derived from the URI) and
+    published to the root after every commit, so a driver on any machine recovers
+    it (:mod:`falkirk.storage.published`). ``metadata_dir`` is ignored for local roots,
+    whose database lives in the root itself."""
 
     def __init__(
         self,
@@ -99,6 +109,7 @@ class Engine:
         storage: str | Path,
         *,
         spark: SparkSession | None = None,
+        metadata_dir: str | Path | None = None,
         on_epoch: Callable[[int, float, RunReport], None] | None = None,
         max_in_flight: int = 2,
     ) -> None:
@@ -107,8 +118,16 @@ class Engine:
             raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
-        self.root = Path(storage).absolute()  # Spark resolves relative paths elsewhere
         self.spark = spark or spark_session()
+        self.fs, self.root = filesystem_for(storage, self.spark)
+        self.published: PublishedMetadata | None = None
+        if is_uri(self.root):
+            self.meta_dir = Path(metadata_dir or default_metadata_dir(self.root)).absolute()
+            self.published = PublishedMetadata(
+                self.fs, self.root, self.meta_dir, DB_NAME, before_publish=lambda: crash_point("meta.uploaded")
+            )
+        else:
+            self.meta_dir = Path(self.root)
         self.on_epoch = on_epoch
         self.order = list(pipeline.processors.values())
         edges = [
@@ -141,8 +160,14 @@ class Engine:
         Up to ``max_in_flight`` epochs are computed at once (their Spark jobs run
         concurrently; a stateful processor still applies epochs in order); epochs
         commit strictly in order."""
-        with RootLock(self.root):
-            self.store = MetaStore(self.root)
+        with RootLock(self.meta_dir):
+            if self.published is not None:
+                self.published.fetch()
+            self.store = MetaStore(
+                self.meta_dir,
+                fs=self.fs,
+                on_commit=self.published.publish if self.published is not None else None,
+            )
             pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
             try:
                 self._start()
@@ -273,7 +298,7 @@ class Engine:
                     previous.wait()  # keyed state applies epochs in order
                 inputs = [outputs[(i.src, i.port)] for i in p.inputs]
                 if isinstance(p.policy, FullHistory):
-                    files = write_parquet(inputs[0], self.root / "logs" / f"{p.name}.in", f"e{epoch}")
+                    files = write_parquet(inputs[0], self._area("logs", f"{p.name}.in"), f"e{epoch}", self.fs)
                     work.batch.logs.append((f"{p.name}.in", epoch, files))
                 for port, df in self._step(p, epoch, inputs, work.offsets).items():
                     if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
@@ -281,7 +306,7 @@ class Engine:
                         work.cached.append(df)
                     outputs[(p.name, port)] = df
                     if p.policy.logs_outputs:
-                        files = write_parquet(df, self.root / "logs" / f"{p.name}.{port}", f"e{epoch}")
+                        files = write_parquet(df, self._area("logs", f"{p.name}.{port}"), f"e{epoch}", self.fs)
                         work.batch.logs.append((f"{p.name}.{port}", epoch, files))
                 self._persist(p, epoch, inputs, work.batch)
                 work.ran.append(p.name)
@@ -340,7 +365,9 @@ class Engine:
             return {"out": aggregate_step(self.states[p.name], inputs[0], p.params["aggregates"], epoch)}
         if kind == "stateful":
             schema = self.out_schemas[(p.name, "out")]
-            return {"out": stateful_step(self.states[p.name], inputs[0], p.params["fn"], schema, epoch)}
+            return {"out": stateful_step(
+                    self.states[p.name], inputs[0], p.params["fn"], schema, epoch, p.params["on_epoch_end"]
+                )}
         return {}  # sink: written in _persist
 
     def _persist(self, p: Processor, epoch: int, inputs: list[DataFrame], batch: CommitBatch) -> None:
@@ -350,7 +377,7 @@ class Engine:
             batch.sink_commits.append((p.name, epoch, files))
         if p.name in self.states and p.policy.checkpoints_at(epoch, self.checkpoint_count[p.name]):
             base = p.policy.compacts(self.checkpoint_count[p.name])
-            files = self.states[p.name].write_checkpoint(self.root / "checkpoints" / p.name, epoch, base)
+            files = self.states[p.name].write_checkpoint(self._area("checkpoints", p.name), epoch, base, self.fs)
             kind = "base" if base else "delta"
             batch.state.append((p.name, epoch, kind, files))
             self.checkpoint_count[p.name] += 1
@@ -410,19 +437,29 @@ class Engine:
             crash_point("gc.before")
             self._delete(self.store.forget(logs=sorted(set(forget_logs)), state=forget_state, checkpoints=forget_ckpt))
 
+    def _area(self, area: str, owner: str) -> str:
+        """The directory of one log or checkpoint series under the root."""
+        return self.fs.join(self.root, area, owner)
+
     def _delete(self, files: list[StoredFile]) -> None:
+        # Each write has its own directory (write_parquet): delete it once it holds
+        # no committed part file any more.
+        parents: set[str] = set()
         for f in files:
-            path = Path(f.path)
-            path.unlink(missing_ok=True)
-            if path.parent.exists() and not any(path.parent.glob("part-*")):
-                shutil.rmtree(path.parent, ignore_errors=True)
+            self.fs.delete(f.path)
+            parents.add(f.path.rsplit("/", 1)[0])
+        for parent in parents:
+            if not data_files(self.fs, parent):
+                self.fs.delete(parent)
         self.report.collected_files += len(files)
 
     def _sweep_garbage(self) -> None:
         """Delete data directories no commit names (work of a crashed attempt)."""
-        referenced = {str(Path(f).parent) for f in self.store.referenced_files()}
+        referenced = {f.rsplit("/", 1)[0] for f in self.store.referenced_files()}
         for area in ("logs", "checkpoints"):
-            for owner in (self.root / area).glob("*"):
-                for d in owner.glob("*"):
-                    if d.is_dir() and str(d) not in referenced:
-                        shutil.rmtree(d, ignore_errors=True)
+            for owner, owner_is_dir in self.fs.children(self.fs.join(self.root, area)):
+                if not owner_is_dir:
+                    continue
+                for d, is_dir in self.fs.children(owner):
+                    if is_dir and d not in referenced:
+                        self.fs.delete(d)

@@ -6,7 +6,9 @@ stop the engine at every step of every protocol, not only at random moments.
 
 Points: ``epoch.planned`` (offsets committed), ``epoch.computed`` (logs and
 checkpoints written, nothing committed), ``sink.written`` (a sink file is in place),
-``commit.before``, ``commit.after``, ``gc.before``, ``recovery.restored``.
+``commit.before``, ``commit.after``, ``gc.before``, ``recovery.restored``, and for
+a remote storage root ``meta.uploaded`` (a commit is in the local working copy and
+uploaded, not yet published: it does not count).
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -31,6 +33,7 @@ POINTS = (
     "commit.after",
     "gc.before",
     "recovery.restored",
+    "meta.uploaded",
 )
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()

@@ -9,19 +9,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from falkirk.storage import StoredFile, make_durable
+from falkirk.storage import StoredFile
+from falkirk.storage.filesystem import FileSystem, LocalFileSystem
 
 
-def write_parquet(df: DataFrame, parent: str | Path, label: str) -> list[StoredFile]:
-    """Write ``df`` to a fresh directory under ``parent``; return its data files,
-    fsynced, with their sizes (ready to be committed)."""
-    target = Path(parent) / f"{label}-{uuid.uuid4().hex[:12]}"
-    df.write.mode("errorifexists").parquet(str(target))
-    return make_durable(sorted(target.glob("part-*.parquet")))
+def write_parquet(df: DataFrame, parent: str, label: str, fs: FileSystem | None = None) -> list[StoredFile]:
+    """Write ``df`` to a fresh directory under ``parent`` (on ``fs``, local by
+    default); return its data files, durable, with their sizes (ready to be committed)."""
+    fs = fs or LocalFileSystem()
+    target = fs.join(parent, f"{label}-{uuid.uuid4().hex[:12]}")
+    df.write.mode("errorifexists").parquet(target)
+    return fs.make_durable(data_files(fs, target))
+
+
+def data_files(fs: FileSystem, directory: str) -> list[str]:
+    """The Parquet part files Spark wrote into ``directory``, in name order."""
+    return [
+        path
+        for path, is_dir in fs.children(directory)
+        if not is_dir and path.rsplit("/", 1)[-1].startswith("part-") and path.endswith(".parquet")
+    ]
 
 
 def read_parquet(spark: SparkSession, files: Sequence[StoredFile], schema: str | None = None) -> DataFrame:

@@ -114,9 +114,11 @@ def stateful_step(
     fn: Callable[..., Any],
     output_schema: StructType,
     epoch: int,
+    on_epoch_end: Callable[..., Any] | None = None,
 ) -> DataFrame:
-    """Run ``fn(key, rows, state) -> (outputs, new_state)`` for every key in ``batch``
-    (see :meth:`falkirk.graph.Stream.stateful`); update the state; return the outputs."""
+    """Run ``fn(key, rows, state) -> (outputs, new_state)`` for every key in ``batch``,
+    and ``on_epoch_end(key, state, epoch)`` for every other key holding state (see
+    :meth:`falkirk.graph.Stream.stateful`); update the state; return the outputs."""
     keys = list(state.keys)
     values = list(state.values)
     out_names = [f.name for f in output_schema.fields]
@@ -129,7 +131,12 @@ def stateful_step(
     columns = combined.fieldNames()
 
     def run(key: tuple[Any, ...], rows: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
-        outputs, new_state = fn(key[0] if len(key) == 1 else key, rows, stored[values].reset_index(drop=True))
+        user_key = key[0] if len(key) == 1 else key
+        current = stored[values].reset_index(drop=True)
+        if on_epoch_end is not None and rows.empty:  # a stored key without new rows
+            outputs, new_state = on_epoch_end(user_key, current, epoch)
+        else:
+            outputs, new_state = fn(user_key, rows, current)
         # Plain lists with None for missing values: pandas extension dtypes (Int64...)
         # do not survive PySpark's Arrow conversion.
         table: dict[str, list[Any]] = {c: [] for c in columns}
@@ -147,6 +154,8 @@ def stateful_step(
         return pd.DataFrame(table, columns=columns)
 
     touched = batch.select(*keys).distinct()
+    if on_epoch_end is not None:  # every stored key is notified
+        touched = touched.unionByName(state.df.select(*keys)).distinct()
     stored = state.df.join(touched, keys, "left_semi").select(*keys, *values)
     result = (
         batch.groupBy(*keys).cogroup(stored.groupBy(*keys)).applyInPandas(run, combined).localCheckpoint(eager=True)

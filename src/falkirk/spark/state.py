@@ -14,7 +14,6 @@ that base: for each key the row with the greatest ``_epoch`` wins, tombstones dr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -22,6 +21,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from falkirk.spark.files import write_parquet
 from falkirk.storage import StoredFile
+from falkirk.storage.filesystem import FileSystem
 
 EPOCH = "_epoch"
 DELETED = "_deleted"
@@ -86,7 +86,7 @@ class KeyedState:
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def write_checkpoint(self, parent: str | Path, epoch: int, base: bool) -> list[StoredFile]:
+    def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
         """Write a base or delta checkpoint of the state after ``epoch``."""
         rows = self.df if base else self.df.filter(F.col(EPOCH) > self.checkpointed_epoch)
         out = rows.withColumn(DELETED, F.lit(False))
@@ -95,7 +95,7 @@ class KeyedState:
             for name in self.values:
                 dead = dead.withColumn(name, F.lit(None).cast(self.schema[name].dataType))
             out = out.unionByName(dead.withColumn(DELETED, F.lit(True)))
-        files = write_parquet(out.select(*self.file_schema.fieldNames()).coalesce(1), parent, f"e{epoch}-{'base' if base else 'delta'}")
+        files = write_parquet(out.select(*self.file_schema.fieldNames()).coalesce(1), parent, f"e{epoch}-{'base' if base else 'delta'}", fs)
         self.checkpointed_epoch = epoch
         self._tombstones = None
         return files

@@ -7,12 +7,18 @@ the metadata that makes them visible, atomically and only once they are durable.
 from __future__ import annotations
 
 from falkirk.storage.exceptions import CorruptStorageError, StorageError, StorageInUseError
+from falkirk.storage.filesystem import (
+    FileSystem,
+    HadoopFileSystem,
+    LocalFileSystem,
+    StoredFile,
+    filesystem_for,
+)
 from falkirk.storage.lock import RootLock
 from falkirk.storage.metastore import (
     CommitBatch,
     MetaStore,
     StoredCheckpoint,
-    StoredFile,
     make_durable,
     verify_files,
 )
@@ -20,12 +26,16 @@ from falkirk.storage.metastore import (
 __all__ = [
     "CommitBatch",
     "CorruptStorageError",
+    "FileSystem",
+    "HadoopFileSystem",
+    "LocalFileSystem",
     "MetaStore",
     "RootLock",
     "StorageError",
     "StorageInUseError",
     "StoredCheckpoint",
     "StoredFile",
+    "filesystem_for",
     "make_durable",
     "verify_files",
 ]

@@ -21,13 +21,14 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
+from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
 from falkirk.time import Frontier, frontier_to_json
 
 SCHEMA_VERSION = 1
@@ -70,14 +71,6 @@ CREATE TABLE IF NOT EXISTS sink_commits (
 """
 
 
-@dataclass(frozen=True, slots=True)
-class StoredFile:
-    """A committed data file and the size it had when committed."""
-
-    path: str
-    size: int
-
-
 @dataclass(frozen=True, eq=False)
 class StoredCheckpoint:
     """A committed checkpoint: its metadata and the files holding S(p, f) and L(e, f)."""
@@ -103,35 +96,26 @@ def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
     """fsync local files (and their directories) and return them with their sizes.
 
     Raises :class:`StorageError` if a file is missing: it cannot be committed."""
-    stored: list[StoredFile] = []
-    dirs: set[Path] = set()
-    for raw in paths:
-        path = Path(raw)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise StorageError(f"cannot commit {path}: the file does not exist") from None
-        try:
-            os.fsync(fd)
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        stored.append(StoredFile(str(path), size))
-        dirs.add(path.parent)
-    for d in dirs:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return stored
+    return LocalFileSystem().make_durable(str(p) for p in paths)
 
 
 class MetaStore:
     """Committed metadata of one storage root (see the module docstring)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.path = Path(root) / DB_NAME
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fs: FileSystem | None = None,
+        on_commit: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        """Open (or create) the database in the local ``directory``. ``fs`` is the file
+        system of the data files it names (to verify them); ``on_commit`` runs after
+        every committed transaction (it publishes the database of a remote root, see
+        :mod:`falkirk.storage.published`)."""
+        self.fs: FileSystem = fs or LocalFileSystem()
+        self._on_commit = on_commit
+        self.path = Path(directory) / DB_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -144,6 +128,10 @@ class MetaStore:
             )
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _committed(self) -> None:
+        if self._on_commit is not None:
+            self._on_commit(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -186,6 +174,7 @@ class MetaStore:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise
+        self._committed()
 
     def delete_checkpoints(self, processor: str, frontiers: Iterable[Frontier]) -> list[StoredFile]:
         """Forget checkpoints (garbage collection); returns their files to delete."""
@@ -199,6 +188,7 @@ class MetaStore:
                 files.extend(_files_from_json(raw))
         self._db.executemany("DELETE FROM checkpoints WHERE processor = ? AND frontier = ?", keys)
         self._db.execute("COMMIT")
+        self._committed()
         return files
 
     # -- reading ----------------------------------------------------------------------
@@ -223,7 +213,7 @@ class MetaStore:
                 )
             files = tuple(_files_from_json(raw_files))
             if verify:
-                verify_files(files)
+                verify_files(files, self.fs)
             meta = checkpoint_from_json(topology, json.loads(record))
             result[processor].append(StoredCheckpoint(meta, files))
         # Commit order is usually frontier order; sort by how many frontiers lie below
@@ -259,7 +249,7 @@ class MetaStore:
         }
         if verify:
             for files in found.values():
-                verify_files(files)
+                verify_files(files, self.fs)
         return found
 
     def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
@@ -273,7 +263,7 @@ class MetaStore:
             )
         ]
         for _, _, files in found:
-            verify_files(files)
+            verify_files(files, self.fs)
         return found
 
     def forget(
@@ -308,6 +298,7 @@ class MetaStore:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+        self._committed()
         return files
 
     def referenced_files(self) -> set[str]:
@@ -328,13 +319,13 @@ def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
     return sorted(items, key=below)
 
 
-def verify_files(files: Iterable[StoredFile]) -> None:
+def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None) -> None:
     """Raise :class:`CorruptStorageError` unless every file exists with its size."""
+    fs = fs or LocalFileSystem()
     for f in files:
-        try:
-            size = os.stat(f.path).st_size
-        except FileNotFoundError:
-            raise CorruptStorageError(f"committed file {f.path} is missing") from None
+        size = fs.size(f.path)
+        if size is None:
+            raise CorruptStorageError(f"committed file {f.path} is missing")
         if size != f.size:
             raise CorruptStorageError(
                 f"committed file {f.path} has {size} bytes, {f.size} were committed: it was "
