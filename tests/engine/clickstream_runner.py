@@ -4,7 +4,8 @@
 
 SESSIONS and STATS name a policy: ``eager``, ``lazy:K``, ``log``, ``stateless``,
 ``history``. IN is a directory of CSV files, or ``gen:B,S,U,SEED`` for the clickstream
-generator (B batches of S sessions over U users).
+generator (B batches of S sessions over U users). A last argument ``vec`` uses the
+vectorized sessionizer.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ def policy(spec: str) -> Policy:
 
 if __name__ == "__main__":
     inp, out, state, rej, sessions, stats = sys.argv[1:7]
+    vectorized = sys.argv[7:] == ["vec"]
     source = None
     if inp.startswith("gen:"):
         b, n, u, seed = (int(x) for x in inp.removeprefix("gen:").split(","))
         source = clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05)
-    pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source)
+    pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source, vectorized=vectorized)
     Engine(pipeline, state).run()

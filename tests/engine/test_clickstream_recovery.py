@@ -40,7 +40,13 @@ def expected(spark, clicks: Path) -> pd.DataFrame:  # type: ignore[no-untyped-de
 
 
 def start(
-    clicks: Path | str, work: Path, policies: tuple[str, str], crash: str | None = None, *, uri_cache: Path | None = None
+    clicks: Path | str,
+    work: Path,
+    policies: tuple[str, str],
+    crash: str | None = None,
+    *,
+    uri_cache: Path | None = None,
+    vectorized: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Run the pipeline; with ``uri_cache`` the storage root and output tables are
     ``file://`` URIs (reached through Hadoop) and the driver's metadata working copy
@@ -54,7 +60,7 @@ def start(
         env["XDG_CACHE_HOME"] = str(uri_cache)
         prefix = "file://"
     args = [f"{prefix}{work / name}" for name in ("out", "state", "rej")]
-    args = [str(clicks), *args, *policies]
+    args = [str(clicks), *args, *policies, *(["vec"] if vectorized else [])]
     return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -154,3 +160,10 @@ def test_generator_source_recovers_exactly(spark, tmp_path: Path) -> None:  # ty
         assert finish(start(GENERATOR, tmp_path, MIX, crash=crash)) == -signal.SIGKILL
     assert finish(start(GENERATOR, tmp_path, MIX)) == 0
     check(tmp_path, files, batch_stats(spark, str(files)))
+
+
+def test_vectorized_sessionizer_recovers_exactly(clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    for crash in ("commit.after:2", "sink.written:5"):
+        assert finish(start(clicks, tmp_path, MIX, crash=crash, vectorized=True)) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX, vectorized=True)) == 0
+    check(tmp_path, clicks, expected)

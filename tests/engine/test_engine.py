@@ -222,3 +222,56 @@ def test_epochs_in_flight_give_the_same_result(spark, clicks: Path, tmp_path: Pa
     assert engine.run().epochs == [1, 2, 3, 4, 5]
     assert max(seen) > 1  # epochs did overlap
     pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_idle_timeout_keeps_waiting_for_new_files(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    (tmp_path / "in").mkdir()
+    pd.DataFrame({"k": ["a"], "v": [1]}).to_parquet(tmp_path / "in" / "p1.parquet")
+    sink = MemorySink()
+    p = Pipeline("svc")
+    src = p.source("src", FileSource(str(tmp_path / "in"), "parquet", "k string, v long"))
+    src.aggregate("agg", "k", {"total": ("sum", "v")}).sink("mem", sink)
+    engine = Engine(p, tmp_path / "state", spark=spark)
+    runner = threading.Thread(target=lambda: engine.run(idle_timeout=6.0, poll_interval=0.05))
+    runner.start()
+    deadline = time.monotonic() + 60
+    while 1 not in sink.epochs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pd.DataFrame({"k": ["a"], "v": [5]}).to_parquet(tmp_path / "in" / ".p2.tmp")  # dot files are ignored
+    (tmp_path / "in" / ".p2.tmp").rename(tmp_path / "in" / "p2.parquet")  # arrives atomically
+    runner.join(timeout=120)
+    assert not runner.is_alive()
+    assert engine.report.epochs == [1, 2]
+    assert sink.epochs[2] == [{"k": "a", "total": 6}]
+    with pytest.raises(GraphError, match="idle_timeout"):
+        Engine(p, tmp_path / "state2", spark=spark).run(idle_timeout=-1)
+
+
+def test_vectorized_stateful_equals_per_key(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    per_key = build_pipeline(str(clicks), str(tmp_path / "a" / "out"), str(tmp_path / "a" / "rej"))
+    vectorized = build_pipeline(str(clicks), str(tmp_path / "b" / "out"), str(tmp_path / "b" / "rej"), vectorized=True)
+    Engine(per_key, tmp_path / "a" / "state", spark=spark).run()
+    Engine(vectorized, tmp_path / "b" / "state", spark=spark).run()
+    a = pd.read_parquet(tmp_path / "a" / "out").sort_values(["epoch", "user_id"]).reset_index(drop=True)
+    b = pd.read_parquet(tmp_path / "b" / "out").sort_values(["epoch", "user_id"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "b" / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
+
+
+def test_vectorized_state_must_keep_its_key_columns(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "in").mkdir()
+    pd.DataFrame({"k": ["a", "b"]}).to_parquet(tmp_path / "in" / "p1.parquet")
+    p = Pipeline("v")
+    src = p.source("src", FileSource(str(tmp_path / "in"), "parquet", "k string"))
+    src.stateful(
+        "bad", "k", lambda rows, state: (None, pd.DataFrame({"n": [1]})), state_schema="n long",
+        output_schema="k string", vectorized=True,
+    ).sink("mem", MemorySink())
+    with pytest.raises(Exception, match="new state must have columns"):
+        Engine(p, tmp_path / "state", spark=spark).run()
+    with pytest.raises(GraphError, match="on_epoch_end needs the per-key form"):
+        src.stateful("x", "k", lambda r, s: (None, None), state_schema="n long", output_schema="k string",
+                     vectorized=True, on_epoch_end=lambda k, s, e: (None, None))

@@ -86,6 +86,35 @@ def sessionize(sess_id: str, rows: pd.DataFrame, state: pd.DataFrame) -> tuple[p
     )
 
 
+def sessionize_all(rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`sessionize` for many sessions at once (``stateful(vectorized=True)``):
+    the same rules, as pandas group-bys instead of one Python call per session."""
+    ids = pd.Index(pd.unique(pd.concat([rows["sess_id"], state["sess_id"]], ignore_index=True)), name="sess_id")
+    stored = state.set_index("sess_id").reindex(ids)
+    starts = rows.loc[rows["event"] == "start"].sort_values("ts", kind="stable").drop_duplicates("sess_id").set_index("sess_id")
+    new_start = starts["ts"].reindex(ids).astype("Float64")
+    start = stored["start_ts"].astype("Float64")
+    take = new_start.notna() & (start.isna() | (new_start < start)).fillna(True)
+    start = start.where(~take, new_start)
+    user = stored["user_id"].astype(object).where(~take, starts["user_id"].reindex(ids))
+    first_user = rows.drop_duplicates("sess_id").set_index("sess_id")["user_id"].reindex(ids)
+    user = user.where(user.notna(), first_user)
+    ends = rows.loc[rows["event"] == "end"].groupby("sess_id")["ts"].max().reindex(ids).astype("Float64")
+    end = pd.concat([stored["end_ts"].astype("Float64"), ends], axis=1).max(axis=1, skipna=True)
+    done = (start.notna() & end.notna()).to_numpy(dtype=bool)
+    outputs = pd.DataFrame({"user_id": user[done].to_numpy(), "duration": (end[done] - start[done]).astype(float).to_numpy()})
+    open_ = ~done
+    new_state = pd.DataFrame(
+        {
+            "sess_id": ids[open_],
+            "user_id": user[open_].to_numpy(),
+            "start_ts": start[open_].astype("Int64").to_numpy(),
+            "end_ts": end[open_].astype("Int64").to_numpy(),
+        }
+    )
+    return outputs, new_state
+
+
 def build_pipeline(
     input_dir: str,
     output_dir: str,
@@ -95,9 +124,12 @@ def build_pipeline(
     sessions_policy: Policy | None = None,
     stats_policy: Policy | None = None,
     source: Source | None = None,
+    vectorized: bool = False,
 ) -> Pipeline:
     """The query reading CSV files of ``input_dir`` (or ``source``, any source with
-    the columns of :data:`RAW_SCHEMA`, such as the clickstream generator)."""
+    the columns of :data:`RAW_SCHEMA`, such as the clickstream generator).
+    ``vectorized`` sessionizes with :func:`sessionize_all` instead of the per-session
+    :func:`sessionize` (same results, far fewer Python calls)."""
     p = Pipeline("clickstream")
     raw = p.source("events", source or FileSource(input_dir, "csv", RAW_SCHEMA, files_per_epoch, CSV_OPTIONS))
     valid, rejected = raw.validate("validate", check_rows)
@@ -107,10 +139,11 @@ def build_pipeline(
         .stateful(
             "sessions",
             "sess_id",
-            sessionize,
+            sessionize_all if vectorized else sessionize,
             state_schema=SESSION_STATE,
             output_schema=SESSION_OUTPUT,
             policy=sessions_policy or EagerCheckpoint(),
+            vectorized=vectorized,
         )
         .exchange("by_user", "user_id")
         .aggregate(

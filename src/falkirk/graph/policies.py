@@ -35,6 +35,9 @@ class Policy:
     def name(self) -> str:
         return type(self).__name__
 
+    #: Whether the policy ever writes keyed-state checkpoints.
+    writes_checkpoints: bool = False
+
     def checkpoints_at(self, epoch: int, checkpoints_so_far: int) -> bool:
         """Whether keyed state is checkpointed after ``epoch``."""
         return False
@@ -70,6 +73,7 @@ class LazyCheckpoint(Policy):
 
     every: int = 10
     compact_every: int = 10
+    writes_checkpoints: bool = True
 
     def __post_init__(self) -> None:
         if self.every < 1 or self.compact_every < 1:
@@ -92,6 +96,7 @@ class EagerCheckpoint(Policy):
     epochs and never needs its inputs again."""
 
     logs_outputs: bool = True
+    writes_checkpoints: bool = True
     compact_every: int = 20
 
     def checkpoints_at(self, epoch: int, checkpoints_so_far: int) -> bool:

@@ -73,10 +73,13 @@ class GeneratorSource:
             df = df.unionByName(more)
         return df.select(*self.struct(spark).fieldNames())
 
-    def write_files(self, spark: SparkSession, directory: str, *, format: str = "parquet") -> list[str]:
-        """Write every batch as one file ``batch-<n>.<format>`` (``parquet`` or ``csv``
-        with a header) in ``directory``, in batch order; returns the file paths. CSV
-        rows that carry a ``_raw`` line (malformed input) are written as that line."""
+    def write_files(
+        self, spark: SparkSession, directory: str, *, format: str = "parquet", header: bool = True
+    ) -> list[str]:
+        """Write every batch as one file ``batch-<n>.<format>`` (``parquet`` or ``csv``,
+        with a header line unless ``header`` is false) in ``directory``, in batch
+        order; returns the file paths. CSV rows that carry a ``_raw`` line (malformed
+        input) are written as that line."""
         if format not in ("parquet", "csv"):
             raise GraphError(f"write_files: format must be parquet or csv, got {format!r}")
         fs, root = filesystem_for(directory, spark)
@@ -89,7 +92,7 @@ class GeneratorSource:
             if format == "parquet":
                 df.coalesce(1).write.parquet(staging)
             else:
-                _csv_lines(df).coalesce(1).write.text(staging)
+                _csv_lines(df, header).coalesce(1).write.text(staging)
             part = next(p for p, d in fs.children(staging) if not d and p.rsplit("/", 1)[-1].startswith("part-"))
             final = fs.join(root, f"{self.name(batch)}.{format}")
             fs.replace(part, final)
@@ -98,14 +101,17 @@ class GeneratorSource:
         return written
 
 
-def _csv_lines(df: DataFrame) -> DataFrame:
+def _csv_lines(df: DataFrame, header: bool) -> DataFrame:
     """One text line per row (plain comma-joined fields), after a header line."""
     data = [c for c in df.columns if c != "_raw"]
     joined = F.concat_ws(",", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in data])
     line = F.coalesce(F.col("_raw"), joined) if "_raw" in df.columns else joined
-    header = df.sparkSession.createDataFrame([(",".join(data),)], "value string")
+    lines = df.select(line.alias("value"))
+    if not header:
+        return lines
+    first = df.sparkSession.createDataFrame([(",".join(data),)], "value string")
     # union keeps partition order, and coalesce(1) concatenates partitions in order
-    return header.union(df.select(line.alias("value")))
+    return first.union(lines)
 
 
 def _hash(seed: int, *parts: Column | str) -> Column:

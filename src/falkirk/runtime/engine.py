@@ -71,6 +71,12 @@ class RunReport:
     in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+    #: Seconds each processor's step took per committed epoch, persisting included.
+    #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
+    #: also pays for computing the stateless steps before it.
+    step_seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: Seconds from planning each committed epoch to its commit (epochs overlap).
+    epoch_seconds: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +91,7 @@ class _EpochWork:
     batch: CommitBatch = field(default_factory=CommitBatch)
     ran: list[str] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def edge_name(src: str, port: str, dst: str) -> str:
@@ -138,6 +145,7 @@ class Engine:
         self.topology = Topology.build({p.name: EPOCHS for p in self.order}, edges)
         self.report = RunReport()
         self._failed: set[str] = set()
+        self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         # (processor, epoch) -> set when that stateful step is done (epochs in flight)
         self._done: dict[tuple[str, int], threading.Event] = {}
         # Each processor skips the epochs at or below its frontier of the last rollback.
@@ -154,12 +162,21 @@ class Engine:
 
     # -- public -----------------------------------------------------------------------
 
-    def run(self, *, max_epochs: int | None = None) -> RunReport:
+    def run(
+        self, *, max_epochs: int | None = None, idle_timeout: float = 0.0, poll_interval: float = 0.1
+    ) -> RunReport:
         """Process epochs until no source has new input (or ``max_epochs`` epochs).
+
+        With ``idle_timeout`` > 0 the engine keeps running as a service: when no
+        input is there it polls the sources every ``poll_interval`` seconds and stops
+        only after ``idle_timeout`` seconds without new input (``math.inf``: never).
 
         Up to ``max_in_flight`` epochs are computed at once (their Spark jobs run
         concurrently; a stateful processor still applies epochs in order); epochs
         commit strictly in order."""
+        if idle_timeout < 0 or poll_interval <= 0:
+            raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
+        self._idle = (idle_timeout, poll_interval)
         with RootLock(self.meta_dir):
             if self.published is not None:
                 self.published.fetch()
@@ -181,6 +198,8 @@ class Engine:
         epoch = min(self.frontier.values()) + 1
         planned = 0
         inflight: deque[tuple[_EpochWork, Future[None]]] = deque()
+        idle_timeout, poll_interval = self._idle
+        idle_since: float | None = None
         while True:
             while (
                 len(inflight) < self.max_in_flight
@@ -195,7 +214,14 @@ class Engine:
                 epoch += 1
                 planned += 1
             if not inflight:
-                return
+                done = self._failed or (max_epochs is not None and planned >= max_epochs)
+                now = time.monotonic()
+                idle_since = now if idle_since is None else idle_since
+                if done or now - idle_since >= idle_timeout:
+                    return
+                time.sleep(poll_interval)  # wait for input to arrive
+                continue
+            idle_since = None
             work, future = inflight.popleft()
             future.result()
             self.report.in_flight = len(inflight) + 1
@@ -210,7 +236,12 @@ class Engine:
     def _start(self) -> None:
         self.out_schemas, state_schemas = schemas.infer(self.spark, self.pipeline)
         self.states = {
-            name: KeyedState(self.spark, self.pipeline.processors[name].params["key"], schema)
+            name: KeyedState(
+                self.spark,
+                self.pipeline.processors[name].params["key"],
+                schema,
+                keep_tombstones=self.pipeline.processors[name].policy.writes_checkpoints,
+            )
             for name, schema in state_schemas.items()
         }
         for p in self.order:
@@ -300,7 +331,8 @@ class Engine:
                 if isinstance(p.policy, FullHistory):
                     files = write_parquet(inputs[0], self._area("logs", f"{p.name}.in"), f"e{epoch}", self.fs)
                     work.batch.logs.append((f"{p.name}.in", epoch, files))
-                for port, df in self._step(p, epoch, inputs, work.offsets).items():
+                step_started = time.perf_counter()
+                for port, df in self._step(p, epoch, inputs, work).items():
                     if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                         df = df.persist()
                         work.cached.append(df)
@@ -309,6 +341,7 @@ class Engine:
                         files = write_parquet(df, self._area("logs", f"{p.name}.{port}"), f"e{epoch}", self.fs)
                         work.batch.logs.append((f"{p.name}.{port}", epoch, files))
                 self._persist(p, epoch, inputs, work.batch)
+                work.step_seconds[p.name] = time.perf_counter() - step_started
                 work.ran.append(p.name)
                 done = self._done.get((p.name, epoch))
                 if done is not None:
@@ -342,21 +375,26 @@ class Engine:
         for p in self.order:
             self._done.pop((p.name, epoch - 1), None)
         self.report.epochs.append(epoch)
+        self.report.epoch_seconds.append(time.perf_counter() - work.started)
+        for name, seconds in work.step_seconds.items():
+            self.report.step_seconds.setdefault(name, []).append(seconds)
         self.report.last_records = work.records
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)
 
-    def _step(self, p: Processor, epoch: int, inputs: list[DataFrame], offsets: dict[str, list[str]]) -> dict[str, DataFrame]:
+    def _step(self, p: Processor, epoch: int, inputs: list[DataFrame], work: _EpochWork) -> dict[str, DataFrame]:
         kind = p.kind
         if kind == "source":
-            files = offsets[p.name]
+            files = work.offsets[p.name]
             if not files:
                 return {"out": self.spark.createDataFrame([], self.out_schemas[(p.name, "out")])}
             return {"out": p.params["source"].read(self.spark, files)}
         if kind == "map":
             return {"out": schemas.call_map(p.params["fn"], inputs[0], epoch)}
         if kind == "validate":
-            checked = schemas.call_map(p.params["fn"], inputs[0], epoch)
+            # Both outputs read the checked rows: compute them once (freed at commit).
+            checked = schemas.call_map(p.params["fn"], inputs[0], epoch).persist()
+            work.cached.append(checked)
             valid = checked.filter(F.col(schemas.REASON).isNull()).drop(schemas.REASON)
             return {"valid": valid, "rejected": checked.filter(F.col(schemas.REASON).isNotNull())}
         if kind == "exchange":
@@ -366,7 +404,13 @@ class Engine:
         if kind == "stateful":
             schema = self.out_schemas[(p.name, "out")]
             return {"out": stateful_step(
-                    self.states[p.name], inputs[0], p.params["fn"], schema, epoch, p.params["on_epoch_end"]
+                    self.states[p.name],
+                    inputs[0],
+                    p.params["fn"],
+                    schema,
+                    epoch,
+                    p.params["on_epoch_end"],
+                    p.params["vectorized"],
                 )}
         return {}  # sink: written in _persist
 

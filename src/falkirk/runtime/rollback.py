@@ -141,8 +141,10 @@ def _replay_history(engine: Engine, p: Processor, upto: int) -> None:
     engine.states[p.name].reset()
     logged = engine.store.logs(f"{p.name}.in")
     schema = engine.out_schemas[(p.inputs[0].src, p.inputs[0].port)]
+    from falkirk.runtime.engine import _EpochWork  # (engine imports this module)
+
     for epoch in range(1, upto + 1):
         if epoch not in logged:
             raise GraphError(f"internal: the input log of {p.name!r} lacks epoch {epoch}")
-        engine._step(p, epoch, [engine._read(logged[epoch], schema)], {})
+        engine._step(p, epoch, [engine._read(logged[epoch], schema)], _EpochWork(epoch, {}, 0.0))
     logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)

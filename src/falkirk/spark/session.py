@@ -17,6 +17,10 @@ DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "4",
+    # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
+    # epoch joins it in place; adaptive execution would hide that partitioning from
+    # the planner and reshuffle the whole state every epoch.
+    "spark.sql.adaptive.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.scheduler.mode": "FAIR",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -1,21 +1,32 @@
 """Keyed state held in Spark executors, with incremental Parquet checkpoints.
 
-The state of a keyed operator is a DataFrame (key columns, value columns and
-``_epoch``, the epoch that last changed the row) whose lineage is truncated every
-epoch with ``localCheckpoint``: its blocks live in the executors, never in the
-driver. Losing them is a processor failure that recovery repairs from checkpoints.
+The state of a keyed operator is a small log-structured merge of DataFrames, every
+one materialised with ``localCheckpoint`` (its blocks live in the executors, never in
+the driver; losing them is a processor failure that recovery repairs from
+checkpoints) and hash-partitioned by the key into ``spark.sql.shuffle.partitions``
+partitions:
 
-A checkpoint is either a *base* (every row) or a *delta* (rows changed since the
-previous checkpoint plus tombstones for deleted keys, ``_deleted`` true). The state at
-a checkpoint is rebuilt from the latest base at or before it and the deltas after
-that base: for each key the row with the greatest ``_epoch`` wins, tombstones drop it.
+* the **base** run holds every key as of the last compaction;
+* one **delta** run per epoch since then holds the rows that epoch changed, and
+  tombstones (``_deleted`` true) for keys it deleted.
+
+For each key the row with the greatest ``_epoch`` wins. An epoch therefore costs
+O(its own keys): it looks up the stored rows of the keys it touches (a hash join
+whose build side is the epoch's keys; the runs are already partitioned by key, so
+they are scanned in place, never shuffled) and appends one delta run. Every
+``compact_every`` epochs the runs are merged into a new base: an O(state) step,
+amortised over those epochs.
+
+A checkpoint is either a *base* (every live row) or a *delta* (rows changed since the
+previous checkpoint plus tombstones). The state at a checkpoint is rebuilt from the
+latest base at or before it and the deltas after that base, by the same rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
@@ -25,21 +36,36 @@ from falkirk.storage.filesystem import FileSystem
 
 EPOCH = "_epoch"
 DELETED = "_deleted"
+#: Epochs between compactions of the delta runs into the base run.
+COMPACT_EVERY = 8
 
 
 class KeyedState:
     """The live state of one keyed operator (see the module docstring)."""
 
-    def __init__(self, spark: SparkSession, keys: Sequence[str], schema: StructType) -> None:
-        """``schema`` holds the key columns then the value columns."""
+    def __init__(
+        self,
+        spark: SparkSession,
+        keys: Sequence[str],
+        schema: StructType,
+        *,
+        keep_tombstones: bool = True,
+        compact_every: int = COMPACT_EVERY,
+    ) -> None:
+        """``schema`` holds the key columns then the value columns. Tombstones are kept
+        until a checkpoint has recorded them; without checkpoints
+        (``keep_tombstones=False``) compaction drops them at once."""
         self.spark = spark
         self.keys = tuple(keys)
         self.schema = schema
         self.values = tuple(f.name for f in schema.fields if f.name not in self.keys)
         self.row_schema = StructType([*schema.fields, StructField(EPOCH, LongType(), False)])
         self.file_schema = StructType([*self.row_schema.fields, StructField(DELETED, BooleanType(), False)])
-        self.df: DataFrame = spark.createDataFrame([], self.row_schema)
-        self._tombstones: DataFrame | None = None
+        self.keep_tombstones = keep_tombstones
+        self.compact_every = compact_every
+        self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
+        self.base: DataFrame = self._materialise(spark.createDataFrame([], self.file_schema))
+        self.deltas: list[DataFrame] = []
         self.checkpointed_epoch = 0  # rows with a greater _epoch are not yet checkpointed
         self.version = 0  # the epoch the state is at
         # Materialised DataFrames no longer current, with the epoch whose consumers may
@@ -47,20 +73,125 @@ class KeyedState:
         # in flight read older versions concurrently).
         self._retired: list[tuple[int, DataFrame]] = []
 
+    def _materialise(self, df: DataFrame, *, partitioned: bool = False) -> DataFrame:
+        """Keep ``df`` in the executors (lineage truncated), hash-partitioned by key;
+        ``partitioned`` says it already is (by a join on the key whose output keeps
+        its left side's partitioning), sparing a shuffle."""
+        rows = df.select(*self.file_schema.fieldNames())
+        if not partitioned:
+            rows = rows.repartition(self.partitions, *self.keys)
+        return rows.localCheckpoint(eager=True)
+
+    def _runs(self) -> list[DataFrame]:
+        return [self.base, *self.deltas]
+
+    def _latest(self, rows: DataFrame) -> DataFrame:
+        """For each key, its row with the greatest ``_epoch`` (tombstones included):
+        one hash aggregation, whose output is partitioned by key."""
+        return rows.groupBy(*self.keys).agg(
+            *[F.max_by(c, EPOCH).alias(c) for c in (*self.values, DELETED)], F.max(EPOCH).alias(EPOCH)
+        )
+
+    def _union(self, runs: Sequence[DataFrame]) -> DataFrame:
+        out = runs[0]
+        for run in runs[1:]:
+            out = out.unionByName(run)
+        return out
+
+    def _join_runs(self, left: DataFrame) -> DataFrame:
+        """``left`` (distinct keys plus any columns, partitioned by key) left-joined
+        with every run, with the newest run's row per key picked: ``left``'s columns
+        plus the value columns, ``_epoch``, ``_deleted`` and ``_found``. ``left`` is
+        the hash-join build side, so each run is scanned in place and nothing but
+        ``left`` is hashed or shuffled."""
+        runs = self._runs()
+        own = [c for c in left.columns if c not in self.keys]
+        acc = left
+        for i, run in enumerate(runs):
+            renamed = run.select(
+                *self.keys,
+                *[F.col(c).alias(f"_r{i}_{c}") for c in (*self.values, EPOCH, DELETED)],
+                F.lit(True).alias(f"_r{i}_found"),
+            )
+            acc = acc.hint("shuffle_hash").join(renamed, list(self.keys), "left")
+        acc = acc.withColumn(
+            "_newest", F.greatest(*[F.when(F.col(f"_r{i}_found"), F.lit(i)) for i in range(len(runs))], F.lit(-1))
+        )
+        newest = F.col("_newest")
+
+        def pick(column: str) -> Column:
+            chosen = F.lit(None).cast(self.file_schema[column].dataType)
+            for i in range(len(runs)):
+                chosen = F.when(newest == i, F.col(f"_r{i}_{column}")).otherwise(chosen)
+            return chosen.alias(column)
+
+        return acc.select(
+            *self.keys,
+            *own,
+            *[pick(c) for c in (*self.values, EPOCH, DELETED)],
+            (newest >= 0).alias("_found"),
+        )
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def df(self) -> DataFrame:
+        """Every live row (key, values, ``_epoch``): O(state), for checkpoints and tests."""
+        rows = self._merged() if self.deltas else self.base
+        return rows.filter(~F.col(DELETED)).select(*self.row_schema.fieldNames())
+
+    def _merged(self) -> DataFrame:
+        """Every key's newest row, tombstones included (file schema), O(state)."""
+        return self._latest(self._union(self._runs())).select(*self.file_schema.fieldNames())
+
+    def with_stored(self, df: DataFrame) -> DataFrame:
+        """``df`` (distinct keys, partitioned by key, plus any columns) with the stored
+        values of its keys appended, and ``_found``: whether the key has live state
+        (values are null otherwise). Costs a scan of the runs in place, O(state) rows
+        read but nothing shuffled or copied."""
+        joined = self._join_runs(df)
+        found = F.col("_found") & ~F.col(DELETED)
+        return joined.select(
+            *df.columns,
+            *[F.when(found, F.col(v)).alias(v) for v in self.values],
+            found.alias("_found"),
+        )
+
     # -- updates ------------------------------------------------------------------------
 
-    def replace(self, new_df: DataFrame, deleted_keys: DataFrame | None, epoch: int) -> None:
-        """Install the state after ``epoch``: ``new_df`` in row schema, and the keys
-        this epoch deleted (for the next delta checkpoint)."""
-        self.retire(self.version, self.df)
-        self.df = new_df.select(*self.row_schema.fieldNames()).localCheckpoint(eager=True)
+    def apply(
+        self, changed: DataFrame, deleted_keys: DataFrame | None, epoch: int, *, partitioned: bool = False
+    ) -> DataFrame:
+        """Install ``epoch``'s changes: ``changed`` rows (key and values) and the keys
+        it deleted; ``partitioned`` if ``changed`` comes straight from
+        :meth:`with_stored` (already partitioned by key). Returns the changed rows as
+        materialised (key, values, ``_epoch``), for the epoch's output."""
+        stamp = F.lit(epoch).cast("long")
+        delta = changed.select(*self.keys, *self.values).withColumn(EPOCH, stamp).withColumn(DELETED, F.lit(False))
         if deleted_keys is not None:
-            gone = deleted_keys.select(*self.keys).withColumn(EPOCH, F.lit(epoch).cast("long"))
-            if self._tombstones is not None:
-                self.retire(self.version, self._tombstones)
-            merged = gone if self._tombstones is None else self._tombstones.unionByName(gone)
-            self._tombstones = merged.localCheckpoint(eager=True)
+            dead = deleted_keys.select(*self.keys)
+            for name in self.values:
+                dead = dead.withColumn(name, F.lit(None).cast(self.schema[name].dataType))
+            delta = delta.unionByName(dead.withColumn(EPOCH, stamp).withColumn(DELETED, F.lit(True)))
+        run = self._materialise(delta, partitioned=partitioned and deleted_keys is None)
+        self.deltas.append(run)
         self.version = epoch
+        if len(self.deltas) >= self.compact_every:
+            self.compact()  # retires the run only once this epoch has committed
+        return run.filter(~F.col(DELETED)).select(*self.row_schema.fieldNames())
+
+    def compact(self) -> None:
+        """Merge the delta runs into a new base (O(state))."""
+        if not self.deltas:
+            return
+        merged = self._merged()
+        drop: Column = F.col(DELETED)
+        if self.keep_tombstones:  # a later delta checkpoint must still record them
+            drop = drop & (F.col(EPOCH) <= self.checkpointed_epoch)
+        for run in self._runs():
+            self.retire(self.version, run)
+        self.base = self._materialise(merged.filter(~drop), partitioned=True)
+        self.deltas = []
 
     def retire(self, epoch: int, df: DataFrame) -> None:
         """Free ``df`` once ``epoch`` has committed (see :meth:`release`)."""
@@ -78,9 +209,10 @@ class KeyedState:
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
-        self.retire(self.version, self.df)
-        self.df = self.spark.createDataFrame([], self.row_schema)
-        self._tombstones = None
+        for run in self._runs():
+            self.retire(self.version, run)
+        self.base = self._materialise(self.spark.createDataFrame([], self.file_schema))
+        self.deltas = []
         self.checkpointed_epoch = 0
         self.version = 0
 
@@ -88,16 +220,14 @@ class KeyedState:
 
     def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
         """Write a base or delta checkpoint of the state after ``epoch``."""
-        rows = self.df if base else self.df.filter(F.col(EPOCH) > self.checkpointed_epoch)
-        out = rows.withColumn(DELETED, F.lit(False))
-        if not base and self._tombstones is not None:
-            dead = self._tombstones.filter(F.col(EPOCH) > self.checkpointed_epoch)
-            for name in self.values:
-                dead = dead.withColumn(name, F.lit(None).cast(self.schema[name].dataType))
-            out = out.unionByName(dead.withColumn(DELETED, F.lit(True)))
-        files = write_parquet(out.select(*self.file_schema.fieldNames()).coalesce(1), parent, f"e{epoch}-{'base' if base else 'delta'}", fs)
+        if base:
+            out = self.df.withColumn(DELETED, F.lit(False))
+        else:
+            since = F.col(EPOCH) > self.checkpointed_epoch
+            out = self._latest(self._union([run.filter(since) for run in self._runs()]))
+        label = f"e{epoch}-{'base' if base else 'delta'}"
+        files = write_parquet(out.select(*self.file_schema.fieldNames()).coalesce(1), parent, label, fs)
         self.checkpointed_epoch = epoch
-        self._tombstones = None
         return files
 
     def restore(self, chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int) -> None:
@@ -109,14 +239,9 @@ class KeyedState:
             raise ValueError(f"no base checkpoint at or before epoch {epoch}")
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else self.spark.createDataFrame([], self.file_schema)
-        latest = Window.partitionBy(*self.keys).orderBy(F.col(EPOCH).desc())
-        state = (
-            rows.withColumn("_rank", F.row_number().over(latest))
-            .filter((F.col("_rank") == 1) & ~F.col(DELETED))
-            .select(*self.row_schema.fieldNames())
-        )
-        self.retire(self.version, self.df)
-        self.df = state.localCheckpoint(eager=True)
-        self._tombstones = None
+        for run in self._runs():
+            self.retire(self.version, run)
+        self.base = self._materialise(self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
+        self.deltas = []
         self.checkpointed_epoch = epoch
         self.version = epoch

@@ -1,0 +1,66 @@
+"""Keyed state as a log-structured merge of partitioned runs: it must hold exactly
+what a plain dictionary holds, through deltas, compactions, checkpoints and
+restores - and an epoch must not shuffle the stored runs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
+
+from falkirk.spark.state import KeyedState
+from falkirk.storage import LocalFileSystem
+
+SCHEMA = StructType([StructField("k", LongType()), StructField("v", LongType())])
+
+
+def live(state: KeyedState) -> dict[int, int]:
+    return {r["k"]: r["v"] for r in state.df.collect()}
+
+
+@pytest.mark.parametrize("keep_tombstones", [True, False])
+def test_state_matches_a_dictionary(spark: SparkSession, tmp_path: Path, keep_tombstones: bool) -> None:
+    rng = random.Random(7)
+    state = KeyedState(spark, ["k"], SCHEMA, keep_tombstones=keep_tombstones, compact_every=3)
+    model: dict[int, int] = {}
+    checkpoints: list[tuple[int, str, list]] = []
+    snapshots: dict[int, dict[int, int]] = {}
+    fs = LocalFileSystem()
+    for epoch in range(1, 11):
+        changed = {k: rng.randrange(1000) for k in rng.sample(range(40), 8)}
+        deleted = [k for k in rng.sample(sorted(model), min(3, len(model))) if k not in changed]
+        out = state.apply(
+            spark.createDataFrame(sorted(changed.items()), "k long, v long"),
+            spark.createDataFrame([(k,) for k in deleted], "k long"),
+            epoch,
+        )
+        assert {r["k"]: r["v"] for r in out.collect()} == changed  # the epoch's output
+        model.update(changed)
+        for k in deleted:
+            model.pop(k)
+        assert live(state) == model, f"after epoch {epoch}"
+        found = state.with_stored(spark.createDataFrame([(k,) for k in range(45)], "k long"))
+        assert {r["k"]: r["v"] for r in found.collect() if r["_found"]} == model
+        if keep_tombstones and epoch % 2 == 0:  # base at 2, deltas after
+            base = epoch == 2
+            files = state.write_checkpoint(str(tmp_path / "ck"), epoch, base, fs)
+            checkpoints.append((epoch, "base" if base else "delta", files))
+            snapshots[epoch] = dict(model)
+    if keep_tombstones:
+        for epoch, snapshot in snapshots.items():
+            restored = KeyedState(spark, ["k"], SCHEMA)
+            restored.restore(checkpoints, epoch)
+            assert live(restored) == snapshot, f"restore at {epoch}"
+
+
+def test_an_epoch_shuffles_only_its_own_keys(spark: SparkSession) -> None:
+    state = KeyedState(spark, ["k"], SCHEMA, compact_every=100)
+    for epoch in range(1, 4):
+        state.apply(spark.range(epoch * 100).selectExpr("id AS k", "id AS v"), None, epoch)
+    keys = spark.range(50).selectExpr("id AS k").distinct()
+    plan = state.with_stored(keys)._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan  # the keys' own shuffle; runs are read in place
+    assert plan.count("ShuffledHashJoin") == 4, plan  # base + 3 deltas
