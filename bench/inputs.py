@@ -17,10 +17,10 @@ from falkirk.io import clickstream_generator, keyed_generator
 class Sizes:
     """How much input each workload gets (``--quick`` shrinks it)."""
 
-    w1_batches: int = 20
-    w1_sessions_per_batch: int = 4000
-    w1_users: int = 20_000
-    w2_batches: int = 20
+    w1_batches: int = 12
+    w1_sessions_per_batch: int = 3000
+    w1_users: int = 10_000
+    w2_batches: int = 12
     w2_rows_per_batch: int = 250_000
     w2_keys: int = 1_000_000
 
