@@ -17,6 +17,9 @@ DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "4",
+    # Keyed state and each epoch's hash joins live in this JVM in local mode; Spark's
+    # 1 GB default runs out with a million keys of state.
+    "spark.driver.memory": "4g",
     # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
     # epoch joins it in place; adaptive execution would hide that partitioning from
     # the planner and reshuffle the whole state every epoch.
