@@ -55,11 +55,15 @@ CONFIGS = {
 
 
 #: Recovery: Falkirk with its default (lazy, every 10 epochs: a kill after 5 epochs
-#: replays them) and with eager checkpoints, vs Structured Streaming.
+#: replays them) and with eager checkpoints, restarted cold like Structured Streaming;
+#: and Falkirk with eager checkpoints taken over by a warm standby driver (started
+#: next to the primary, so no JVM start after the kill; SS has no such mode).
+#: (label, system, policy, standby)
 RECOVERY_CONFIGS = [
-    ("falkirk-lazy", "falkirk", "lazy"),
-    ("falkirk-eager", "falkirk", "eager"),
-    ("ss-rocksdb", "ss", "rocksdb"),
+    ("falkirk-lazy", "falkirk", "lazy", False),
+    ("falkirk-eager", "falkirk", "eager", False),
+    ("falkirk-eager-standby", "falkirk", "eager", True),
+    ("ss-rocksdb", "ss", "rocksdb", False),
 ]
 
 
@@ -226,9 +230,9 @@ def main() -> None:
     if "recovery" not in skip:
         print("== recovery time (SIGKILL -> first new output) ==", flush=True)
         for round_no in range(1, args.runs + 1):
-            for label, system, policy in RECOVERY_CONFIGS:
+            for label, system, policy, standby in RECOVERY_CONFIGS:
                 spec = {"system": system, "workload": "w2", "policy": policy, "input": str(inputs["w2"])}
-                r = service.recovery(spec, scratch / f"recovery-{label}", kill_after=3 if args.quick else 5)
+                r = service.recovery(spec, scratch / f"recovery-{label}", kill_after=3 if args.quick else 5, standby=standby)
                 recoveries.append({"system": label, "round": round_no, "seconds": r.seconds})
                 timelines.setdefault(label, (r.killed_at, r.timeline))
                 print(f"  round {round_no}: {label}: {r.seconds:.1f} s", flush=True)
@@ -277,10 +281,15 @@ def render(summary: list[dict[str, Any]], costs: list[dict[str, Any]], recoverie
                 lines.append(f"| {system} | {keys:,} | {median(c['median_epoch_seconds'] for c in mine):.2f} | "
                              f"{median(c['mean_epoch_seconds'] for c in mine):.2f} |")
     if recoveries:
-        lines += ["", "| system | recovery seconds (median) | runs |", "|---|---|---|"]
-        for label, _, _ in RECOVERY_CONFIGS:
-            mine = [r["seconds"] for r in recoveries if r["system"] == label]
-            lines.append(f"| {label} | {median(mine):.1f} | {len(mine)} |")
+        lines += ["", "| system | recovery seconds (median) | vs SS (same round) | runs |", "|---|---|---|---|"]
+        ss = {r["round"]: r["seconds"] for r in recoveries if r["system"] == "ss-rocksdb"}
+        for label, _, _, _ in RECOVERY_CONFIGS:
+            mine = [r for r in recoveries if r["system"] == label]
+            if not mine:
+                continue
+            vs = [r["seconds"] / ss[r["round"]] for r in mine if r["round"] in ss]
+            lines.append(f"| {label} | {median(r['seconds'] for r in mine):.1f} | "
+                         f"{fmt(median(vs) if vs else float('nan'))} | {len(mine)} |")
     if latencies:
         lines += ["", "| system | input records/s | p50 s | p95 s | files |", "|---|---|---|---|---|"]
         for lat in latencies:

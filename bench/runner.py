@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.systems import RUNNERS
+from bench.systems import RUNNERS, STANDBY_READY
 from falkirk.spark.session import spark_session
 
 
@@ -29,7 +29,9 @@ def main(spec: dict[str, Any]) -> dict[str, object]:
     run = RUNNERS[(spec["system"], spec["workload"])]
     if spec["system"] == "batch":  # the practical limit: Spark's defaults, adaptive execution on
         spark.conf.set("spark.sql.adaptive.enabled", "true")
-    extra = {"service": True} if spec.get("service") else {}
+    extra: dict[str, Any] = {"service": True} if spec.get("service") else {}
+    if spec.get("standby"):  # a warm standby: signals readiness with this file
+        extra["standby_ready"] = Path(spec["work"]) / STANDBY_READY
     result = run(spark, spec["input"], Path(spec["work"]), spec.get("policy", ""), **extra)
     return {**spec, **result, "startup_seconds": startup}
 

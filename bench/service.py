@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.systems import STANDBY_READY
 from bench.watch import Commit, OutputWatcher
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -53,14 +54,19 @@ class RecoveryResult:
     timeline: list[Commit] = field(default_factory=list)
 
 
-def recovery(spec: dict[str, Any], work: Path, kill_after: int, timeout: float = 600) -> RecoveryResult:
-    """One SIGKILL-and-restart of ``spec`` (a runner spec without ``work``)."""
+def recovery(spec: dict[str, Any], work: Path, kill_after: int, timeout: float = 600, standby: bool = False) -> RecoveryResult:
+    """One SIGKILL-and-restart of ``spec`` (a runner spec without ``work``). With
+    ``standby``, a warm standby driver is started once the primary has committed its
+    first output, and the kill waits until it is ready; it takes over instead of a
+    restart."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     spec = {**spec, "work": str(work)}
     watcher = OutputWatcher(spec["system"], work / "out")
     timeline: list[Commit] = []
     proc = start(spec, work / "stderr.log")
+    backup: subprocess.Popen[bytes] | None = None
+    ready = work / STANDBY_READY
     deadline = time.time() + timeout
     first = -1
     try:
@@ -68,7 +74,11 @@ def recovery(spec: dict[str, Any], work: Path, kill_after: int, timeout: float =
             timeline += watcher.poll()
             if first < 0 and watcher.seen:
                 first = min(watcher.seen)
-            if first >= 0 and watcher.last_index() >= first + kill_after:
+            if standby and first >= 0 and backup is None:  # the primary holds the lock
+                backup = start({**spec, "standby": True}, work / "stderr.log")
+            if backup is not None and backup.poll() is not None:
+                raise RuntimeError(f"the standby exited early: see {work / 'stderr.log'}")
+            if first >= 0 and watcher.last_index() >= first + kill_after and (not standby or ready.exists()):
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"{spec['system']} exited early: see {work / 'stderr.log'}")
@@ -78,7 +88,7 @@ def recovery(spec: dict[str, Any], work: Path, kill_after: int, timeout: float =
         before = watcher.last_index()
         killed_at = time.time()
         stop(proc)
-        proc = start(spec, work / "stderr.log")
+        proc = backup if backup is not None else start(spec, work / "stderr.log")
         while time.time() < deadline:
             fresh = watcher.poll()
             timeline += fresh
@@ -96,6 +106,8 @@ def recovery(spec: dict[str, Any], work: Path, kill_after: int, timeout: float =
             time.sleep(0.05)
     finally:
         stop(proc)
+        if backup is not None:
+            stop(backup)
     return RecoveryResult(spec["system"], seconds, killed_at, timeline)
 
 

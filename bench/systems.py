@@ -56,9 +56,14 @@ SS_CONF = {
 
 
 Result = dict[str, Any]
+#: The file a Falkirk standby driver creates in its work directory once it is warmed
+#: up and waiting for the storage root's lock.
+STANDBY_READY = "standby.ready"
 
 
-def falkirk_w1(spark: SparkSession, input: str, work: Path, policy: str, service: bool = False) -> Result:
+def falkirk_w1(
+    spark: SparkSession, input: str, work: Path, policy: str, service: bool = False, standby_ready: Path | None = None
+) -> Result:
     # The vectorized sessionizer unless the policy says "-perkey" (the per-session form).
     name, _, form = policy.partition("-")
     pipeline = build_pipeline(
@@ -69,7 +74,7 @@ def falkirk_w1(spark: SparkSession, input: str, work: Path, policy: str, service
         stats_policy=POLICIES[name](),
         vectorized=form != "perkey",
     )
-    return _run_engine(Engine(pipeline, work / "state", spark=spark), service)
+    return _run_engine(Engine(pipeline, work / "state", spark=spark), service, standby_ready)
 
 
 def falkirk_w2_pipeline(input: str, work: Path, policy: str) -> Pipeline:
@@ -82,15 +87,23 @@ def falkirk_w2_pipeline(input: str, work: Path, policy: str) -> Pipeline:
     return p
 
 
-def falkirk_w2(spark: SparkSession, input: str, work: Path, policy: str, service: bool = False) -> Result:
+def falkirk_w2(
+    spark: SparkSession, input: str, work: Path, policy: str, service: bool = False, standby_ready: Path | None = None
+) -> Result:
     pipeline = falkirk_w2_pipeline(input, work, policy)
-    return _run_engine(Engine(pipeline, work / "state", spark=spark), service)
+    return _run_engine(Engine(pipeline, work / "state", spark=spark), service, standby_ready)
 
 
-def _run_engine(engine: Engine, service: bool) -> Result:
-    """Run to the end of the input, or as a service waiting for more (until killed)."""
+def _run_engine(engine: Engine, service: bool, standby_ready: Path | None = None) -> Result:
+    """Run to the end of the input, or as a service waiting for more (until killed);
+    with ``standby_ready``, as a warm standby that creates that file once it waits."""
     start = time.perf_counter()
-    report = engine.run(idle_timeout=math.inf if service else 0.0, poll_interval=0.05)
+    report = engine.run(
+        idle_timeout=math.inf if service else 0.0,
+        poll_interval=0.05,
+        standby=standby_ready is not None,
+        on_standby=standby_ready.touch if standby_ready is not None else None,
+    )
     return {
         "seconds": time.perf_counter() - start,
         "epoch_seconds": report.epoch_seconds,

@@ -5,11 +5,13 @@
 SESSIONS and STATS name a policy: ``eager``, ``lazy:K``, ``log``, ``stateless``,
 ``history``. IN is a directory of CSV files, or ``gen:B,S,U,SEED`` for the clickstream
 generator (B batches of S sessions over U users). A last argument ``vec`` uses the
-vectorized sessionizer.
+vectorized sessionizer. With ``FALKIRK_TEST_STANDBY=1`` in the environment the
+engine runs as a warm standby and prints ``standby ready`` once it waits for the lock.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from falkirk.demo.clickstream import build_pipeline
@@ -40,4 +42,5 @@ if __name__ == "__main__":
         b, n, u, seed = (int(x) for x in inp.removeprefix("gen:").split(","))
         source = clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05)
     pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source, vectorized=vectorized)
-    Engine(pipeline, state).run()
+    standby = os.environ.get("FALKIRK_TEST_STANDBY") == "1"
+    Engine(pipeline, state).run(standby=standby, on_standby=lambda: print("standby ready", flush=True))

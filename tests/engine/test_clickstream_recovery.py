@@ -8,6 +8,7 @@ exactly once in the dead-letter table.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -22,6 +23,7 @@ import pytest
 from falkirk.demo.clickstream import batch_stats, expected_rejections, latest_stats, write_input
 from falkirk.io import clickstream_generator
 from falkirk.runtime.faults import POINTS
+from falkirk.storage.lock import LOCK_NAME
 
 RUNNER = Path(__file__).with_name("clickstream_runner.py")
 pytestmark = pytest.mark.slow
@@ -47,6 +49,7 @@ def start(
     *,
     uri_cache: Path | None = None,
     vectorized: bool = False,
+    standby: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Run the pipeline; with ``uri_cache`` the storage root and output tables are
     ``file://`` URIs (reached through Hadoop) and the driver's metadata working copy
@@ -55,13 +58,17 @@ def start(
     env.pop("FALKIRK_CRASH_AT", None)
     if crash:
         env["FALKIRK_CRASH_AT"] = crash
+    env.pop("FALKIRK_TEST_STANDBY", None)
+    if standby:
+        env["FALKIRK_TEST_STANDBY"] = "1"
     prefix = ""
     if uri_cache is not None:
         env["XDG_CACHE_HOME"] = str(uri_cache)
         prefix = "file://"
     args = [f"{prefix}{work / name}" for name in ("out", "state", "rej")]
     args = [str(clicks), *args, *policies, *(["vec"] if vectorized else [])]
-    return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out = subprocess.PIPE if standby else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=out, stderr=subprocess.PIPE)
 
 
 def finish(proc: subprocess.Popen[bytes]) -> int:
@@ -166,4 +173,45 @@ def test_vectorized_sessionizer_recovers_exactly(clicks: Path, expected: pd.Data
     for crash in ("commit.after:2", "sink.written:5"):
         assert finish(start(clicks, tmp_path, MIX, crash=crash, vectorized=True)) == -signal.SIGKILL
     assert finish(start(clicks, tmp_path, MIX, vectorized=True)) == 0
+    check(tmp_path, clicks, expected)
+
+
+
+def _wait_until_locked(root: Path, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait until ``proc`` holds the storage root's lock (its pid is in the lock
+    file; probing with flock could make the primary itself fail to start)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, "the primary exited before taking the lock"
+        try:
+            if json.loads((root / LOCK_NAME).read_text())["pid"] == proc.pid:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        assert time.monotonic() < deadline, "the primary never took the lock"
+        time.sleep(0.05)
+
+
+def _wait_ready(standby: subprocess.Popen[bytes]) -> None:
+    assert standby.stdout is not None
+    line = standby.stdout.readline().decode().strip()
+    assert line == "standby ready", f"the standby said {line!r}; stderr: {standby.stderr and standby.stderr.read().decode()[-2000:]}"
+
+
+@pytest.mark.parametrize("crash", ["commit.after:3", "sink.written:2", None])
+def test_warm_standby_takes_over_exactly(crash: str | None, clicks: Path, expected: pd.DataFrame, tmp_path: Path) -> None:
+    """A standby started next to a live driver waits, warmed up, for its lock; when
+    the driver is SIGKILLed (at a crash point, or at a random moment) the standby
+    recovers and finishes the input with exactly-once results."""
+    primary = start(clicks, tmp_path, MIX, crash=crash)
+    _wait_until_locked(tmp_path / "state", primary)
+    standby = start(clicks, tmp_path, MIX, standby=True)
+    _wait_ready(standby)
+    assert standby.poll() is None, "the standby must wait while the primary runs"
+    if crash is None:
+        time.sleep(random.Random(3).uniform(1.0, 4.0))
+        if primary.poll() is None:
+            primary.send_signal(signal.SIGKILL)
+    finish(primary)
+    assert finish(standby) == 0
     check(tmp_path, clicks, expected)

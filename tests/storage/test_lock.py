@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,3 +54,25 @@ def test_release_lets_the_next_one_in(tmp_path: Path) -> None:
     first.release()
     with RootLock(tmp_path):
         pass
+
+
+def test_a_waiting_standby_takes_the_lock_when_the_holder_is_killed(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        standby = RootLock(tmp_path)
+        taken = threading.Event()
+        waiter = threading.Thread(target=lambda: (standby.acquire(wait=True), taken.set()))
+        waiter.start()
+        assert not taken.wait(0.5), "the standby must wait while the holder lives"
+        os.kill(holder.pid, signal.SIGKILL)
+        assert taken.wait(10), "the standby did not take the lock after the holder died"
+        waiter.join()
+        assert standby.held
+        with pytest.raises(StorageInUseError, match=f"pid {os.getpid()}"):
+            RootLock(tmp_path).acquire()
+        standby.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()

@@ -150,6 +150,7 @@ class Engine:
         self._done: dict[tuple[str, int], threading.Event] = {}
         # Each processor skips the epochs at or below its frontier of the last rollback.
         self.restored: dict[str, int] = {}
+        self._set_up_done = False
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -163,7 +164,13 @@ class Engine:
     # -- public -----------------------------------------------------------------------
 
     def run(
-        self, *, max_epochs: int | None = None, idle_timeout: float = 0.0, poll_interval: float = 0.1
+        self,
+        *,
+        max_epochs: int | None = None,
+        idle_timeout: float = 0.0,
+        poll_interval: float = 0.1,
+        standby: bool = False,
+        on_standby: Callable[[], None] | None = None,
     ) -> RunReport:
         """Process epochs until no source has new input (or ``max_epochs`` epochs).
 
@@ -173,11 +180,26 @@ class Engine:
 
         Up to ``max_in_flight`` epochs are computed at once (their Spark jobs run
         concurrently; a stateful processor still applies epochs in order); epochs
-        commit strictly in order."""
+        commit strictly in order.
+
+        ``standby=True`` runs this engine as a warm standby of the driver that holds
+        the storage root: it starts its Spark session, checks the pipeline's schemas
+        and sets up its state (calling ``on_standby`` when that is done), then waits
+        for the root's lock. When the active driver stops or dies, the standby takes
+        the lock and recovers from the committed metadata exactly as a restarted
+        driver would - it reads nothing before it holds the lock - but without the
+        JVM start and set-up. Without ``standby``, a held root raises
+        :class:`~falkirk.storage.StorageInUseError`."""
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         self._idle = (idle_timeout, poll_interval)
-        with RootLock(self.meta_dir):
+        lock = RootLock(self.meta_dir)
+        if standby:
+            self._set_up()
+            if on_standby is not None:
+                on_standby()
+        lock.acquire(wait=standby)
+        try:
             if self.published is not None:
                 self.published.fetch()
             self.store = MetaStore(
@@ -192,6 +214,8 @@ class Engine:
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
                 self.store.close()
+        finally:
+            lock.release()
         return self.report
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
@@ -233,7 +257,11 @@ class Engine:
 
     # -- start and recovery -------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _set_up(self) -> None:
+        """What needs no storage: the schemas and the (empty) state of every stateful
+        processor. Done once per engine (a standby does it before taking the lock)."""
+        if self._set_up_done:
+            return
         self.out_schemas, state_schemas = schemas.infer(self.spark, self.pipeline)
         self.states = {
             name: KeyedState(
@@ -244,6 +272,11 @@ class Engine:
             )
             for name, schema in state_schemas.items()
         }
+        self._set_up_done = True
+
+    def _start(self) -> None:
+        self._set_up()
+        self._set_up_done = False  # a later run() of this engine sets up afresh
         for p in self.order:
             if p.kind == "sink":
                 src = p.inputs[0]

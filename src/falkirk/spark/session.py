@@ -20,6 +20,11 @@ DEFAULTS: dict[str, str] = {
     # Keyed state and each epoch's hash joins live in this JVM in local mode; Spark's
     # 1 GB default runs out with a million keys of state.
     "spark.driver.memory": "4g",
+    # The JVM's optimising (C2) JIT compiler spent a third of the CPU of a W1 benchmark
+    # run on two cores, competing with the tasks; the quick (C1) compiler alone cut
+    # that run's time by a quarter and did not slow W2 (README, Benchmarks). On many
+    # cores, or for runs of hours, pass your own spark.driver.extraJavaOptions.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
     # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
     # epoch joins it in place; adaptive execution would hide that partitioning from
     # the planner and reshuffle the whole state every epoch.

@@ -3,7 +3,8 @@
 A driver holds an exclusive ``flock`` on ``<root>/falkirk.lock`` for as long as it
 runs. The kernel releases the lock when the process dies - also on SIGKILL - so a
 restarted driver takes over at once, while a second driver started next to a live
-one is refused with :class:`StorageInUseError` naming the holder.
+one is refused with :class:`StorageInUseError` naming the holder - or, as a standby,
+waits for the holder to die and then takes the lock.
 """
 
 from __future__ import annotations
@@ -28,19 +29,31 @@ class RootLock:
         self.path = Path(root) / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> None:
-        """Take the lock or raise :class:`StorageInUseError` saying who holds it."""
+    def acquire(self, *, wait: bool = False, poll_interval: float = 0.02) -> None:
+        """Take the lock. If another process holds it: with ``wait``, poll every
+        ``poll_interval`` seconds until it is released (the holder stopped or died);
+        otherwise raise :class:`StorageInUseError` saying who holds it."""
+        if self._fd is not None:
+            raise StorageInUseError(f"this process already holds the lock on {self.path.parent}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._holder(fd)
-            os.close(fd)
-            raise StorageInUseError(
-                f"storage root {self.path.parent} is in use by {holder}; stop that driver "
-                "first, or give this one another storage root"
-            ) from None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if wait:
+                    time.sleep(poll_interval)
+                    continue
+                holder = self._holder(fd)
+                os.close(fd)
+                raise StorageInUseError(
+                    f"storage root {self.path.parent} is in use by {holder}; stop that driver "
+                    "first, give this one another storage root, or run it as a standby"
+                ) from None
+            except BaseException:  # interrupted while waiting
+                os.close(fd)
+                raise
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(owner).encode(), 0)
