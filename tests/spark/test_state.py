@@ -64,3 +64,22 @@ def test_an_epoch_shuffles_only_its_own_keys(spark: SparkSession) -> None:
     plan = state.with_stored(keys)._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan  # the keys' own shuffle; runs are read in place
     assert plan.count("ShuffledHashJoin") == 4, plan  # base + 3 deltas
+
+
+def test_a_delta_checkpoint_reads_only_the_runs_changed_since_the_last(spark: SparkSession, tmp_path: Path) -> None:
+    state = KeyedState(spark, ["k"], SCHEMA, compact_every=100)
+    fs = LocalFileSystem()
+    state.apply(spark.range(1000).selectExpr("id AS k", "id AS v"), None, 1)
+    state.write_checkpoint(str(tmp_path), 1, True, fs)
+    for epoch in (2, 3):
+        state.apply(spark.range(epoch).selectExpr("id AS k", f"id + {epoch * 100} AS v"), None, epoch)
+    state.write_checkpoint(str(tmp_path), 3, False, fs)
+    state.apply(spark.range(4).selectExpr("id AS k", "id + 400 AS v"), None, 4)
+    delta = state.checkpoint_rows(base=False)
+    plan = delta._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Scan ExistingRDD") == 1, plan  # epoch 4's run; not the base nor 2-3
+    assert sorted((r["k"], r["v"], r["_epoch"]) for r in delta.collect()) == [(k, k + 400, 4) for k in range(4)]
+    state.write_checkpoint(str(tmp_path), 4, False, fs)
+    assert state.checkpoint_rows(base=False).count() == 0  # nothing changed since
+    state.compact()  # the base now holds epoch 4's rows too, all already checkpointed
+    assert state.checkpoint_rows(base=False).count() == 0

@@ -65,7 +65,9 @@ class KeyedState:
         self.compact_every = compact_every
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
         self.base: DataFrame = self._materialise(spark.createDataFrame([], self.file_schema))
+        self.base_epoch = 0  # no row of the base run is newer than this epoch
         self.deltas: list[DataFrame] = []
+        self.delta_epochs: list[int] = []  # the epoch of each delta run
         self.checkpointed_epoch = 0  # rows with a greater _epoch are not yet checkpointed
         self.version = 0  # the epoch the state is at
         # Materialised DataFrames no longer current, with the epoch whose consumers may
@@ -84,6 +86,12 @@ class KeyedState:
 
     def _runs(self) -> list[DataFrame]:
         return [self.base, *self.deltas]
+
+    def _runs_since(self, epoch: int) -> list[DataFrame]:
+        """The runs that may hold rows newer than ``epoch`` (the others are skipped
+        unread, so a delta checkpoint costs O(its changes), not O(state))."""
+        newer = [run for run, e in zip(self.deltas, self.delta_epochs, strict=True) if e > epoch]
+        return [self.base, *newer] if self.base_epoch > epoch else newer
 
     def _latest(self, rows: DataFrame) -> DataFrame:
         """For each key, its row with the greatest ``_epoch`` (tombstones included):
@@ -175,6 +183,7 @@ class KeyedState:
             delta = delta.unionByName(dead.withColumn(EPOCH, stamp).withColumn(DELETED, F.lit(True)))
         run = self._materialise(delta, partitioned=partitioned and deleted_keys is None)
         self.deltas.append(run)
+        self.delta_epochs.append(epoch)
         self.version = epoch
         if len(self.deltas) >= self.compact_every:
             self.compact()  # retires the run only once this epoch has committed
@@ -191,7 +200,9 @@ class KeyedState:
         for run in self._runs():
             self.retire(self.version, run)
         self.base = self._materialise(merged.filter(~drop), partitioned=True)
+        self.base_epoch = self.version
         self.deltas = []
+        self.delta_epochs = []
 
     def retire(self, epoch: int, df: DataFrame) -> None:
         """Free ``df`` once ``epoch`` has committed (see :meth:`release`)."""
@@ -212,21 +223,34 @@ class KeyedState:
         for run in self._runs():
             self.retire(self.version, run)
         self.base = self._materialise(self.spark.createDataFrame([], self.file_schema))
+        self.base_epoch = 0
         self.deltas = []
+        self.delta_epochs = []
         self.checkpointed_epoch = 0
         self.version = 0
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
-        """Write a base or delta checkpoint of the state after ``epoch``."""
+    def checkpoint_rows(self, base: bool) -> DataFrame:
+        """The rows of a base checkpoint (every live row) or of a delta checkpoint (the
+        newest row of every key changed or deleted since the last checkpoint; only the
+        runs that can hold such rows are read), in the file schema."""
         if base:
             out = self.df.withColumn(DELETED, F.lit(False))
         else:
             since = F.col(EPOCH) > self.checkpointed_epoch
-            out = self._latest(self._union([run.filter(since) for run in self._runs()]))
+            runs = self._runs_since(self.checkpointed_epoch)
+            if runs:
+                out = self._latest(self._union([run.filter(since) for run in runs]))
+            else:  # nothing changed since the last checkpoint: an empty delta
+                out = self.spark.createDataFrame([], self.file_schema)
+        return out.select(*self.file_schema.fieldNames())
+
+    def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
+        """Write a base or delta checkpoint of the state after ``epoch`` (the state's
+        current version: call it before the next epoch is applied)."""
         label = f"e{epoch}-{'base' if base else 'delta'}"
-        files = write_parquet(out.select(*self.file_schema.fieldNames()).coalesce(1), parent, label, fs)
+        files = write_parquet(self.checkpoint_rows(base).coalesce(1), parent, label, fs)
         self.checkpointed_epoch = epoch
         return files
 
@@ -242,6 +266,8 @@ class KeyedState:
         for run in self._runs():
             self.retire(self.version, run)
         self.base = self._materialise(self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
+        self.base_epoch = epoch
         self.deltas = []
+        self.delta_epochs = []
         self.checkpointed_epoch = epoch
         self.version = epoch
