@@ -24,15 +24,27 @@ DEFAULTS: dict[str, str] = {
     # run on two cores, competing with the tasks; the quick (C1) compiler alone cut
     # that run's time by a quarter and did not slow W2 (README, Benchmarks). On many
     # cores, or for runs of hours, pass your own spark.driver.extraJavaOptions.
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
     # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
     # epoch joins it in place; adaptive execution would hide that partitioning from
     # the planner and reshuffle the whole state every epoch.
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
+    # An epoch's input is often one small file: at Spark's default cost of opening a
+    # file (4 MB) a file under ~4 MB is read by one task on one core. At 1 MB it is
+    # split across the cores (CSV and JSON lines, Parquet row groups).
+    "spark.sql.files.openCostInBytes": str(1 << 20),
     "spark.scheduler.mode": "FAIR",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # PySpark's worker daemon, minus a per-task cost of ~0.15 s CPU on Python 3.11
+    # (falkirk.spark.daemon explains it). Executors must have falkirk installed,
+    # as they must anyway for stateful steps.
+    "spark.python.daemon.module": "falkirk.spark.daemon",
     "spark.ui.showConsoleProgress": "false",
+    # PySpark 4 records the Python call site of every Column operation for error
+    # messages, at several JVM round trips each: most of the driver's Python time
+    # when an epoch builds its plans. Falkirk's own errors name the processor.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
