@@ -60,10 +60,11 @@ def test_an_epoch_shuffles_only_its_own_keys(spark: SparkSession) -> None:
     state = KeyedState(spark, ["k"], SCHEMA, compact_every=100)
     for epoch in range(1, 4):
         state.apply(spark.range(epoch * 100).selectExpr("id AS k", "id AS v"), None, epoch)
-    keys = spark.range(50).selectExpr("id AS k").distinct()
+    keys = state.partitioned(spark.range(50).selectExpr("id AS k"))
     plan = state.with_stored(keys)._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan  # the keys' own shuffle; runs are read in place
-    assert plan.count("ShuffledHashJoin") == 4, plan  # base + 3 deltas
+    assert plan.count("Sort [") == 1, plan  # the keys' own sort; runs are stored sorted
+    assert plan.count("SortMergeJoin") == 4, plan  # base + 3 deltas, merged in place
 
 
 def test_a_delta_checkpoint_reads_only_the_runs_changed_since_the_last(spark: SparkSession, tmp_path: Path) -> None:

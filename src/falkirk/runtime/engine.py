@@ -43,7 +43,12 @@ from falkirk.runtime import rollback, schemas
 from falkirk.runtime.epochs import EPOCHS, down, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.spark.files import data_files, write_parquet
-from falkirk.spark.operators import aggregate_step, stateful_step
+from falkirk.spark.operators import (
+    aggregate_merge,
+    aggregate_prepare,
+    stateful_merge,
+    stateful_prepare,
+)
 from falkirk.spark.session import spark_session
 from falkirk.spark.state import KeyedState
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
@@ -357,15 +362,14 @@ class Engine:
                         if name == p.name:
                             outputs[(name, port)] = self._read(logged, self.out_schemas[(name, port)])
                     continue
-                previous = self._done.get((p.name, epoch - 1))
-                if previous is not None:
-                    previous.wait()  # keyed state applies epochs in order
                 inputs = [outputs[(i.src, i.port)] for i in p.inputs]
                 if isinstance(p.policy, FullHistory):
                     files = write_parquet(inputs[0], self._area("logs", f"{p.name}.in"), f"e{epoch}", self.fs)
                     work.batch.logs.append((f"{p.name}.in", epoch, files))
                 step_started = time.perf_counter()
-                for port, df in self._step(p, epoch, inputs, work).items():
+                self._label(f"{p.name} e{epoch}")
+                previous = self._done.get((p.name, epoch - 1))
+                for port, df in self._step(p, epoch, inputs, work, previous).items():
                     if len(self.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                         df = df.persist()
                         work.cached.append(df)
@@ -415,7 +419,19 @@ class Engine:
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)
 
-    def _step(self, p: Processor, epoch: int, inputs: list[DataFrame], work: _EpochWork) -> dict[str, DataFrame]:
+    def _step(
+        self,
+        p: Processor,
+        epoch: int,
+        inputs: list[DataFrame],
+        work: _EpochWork,
+        previous: threading.Event | None = None,
+    ) -> dict[str, DataFrame]:
+        """Run ``p``'s step of ``epoch``. A keyed step runs in two halves: the first
+        needs nothing of the state (it reads, shuffles and materialises the epoch's
+        input), then, once ``previous`` (the processor's previous epoch) is done,
+        the second merges it into the state: epochs apply to keyed state in order,
+        but reading one overlaps merging the one before."""
         kind = p.kind
         if kind == "source":
             files = work.offsets[p.name]
@@ -433,18 +449,25 @@ class Engine:
         if kind == "exchange":
             return {"out": inputs[0].repartition(*p.params["key"])}
         if kind == "aggregate":
-            return {"out": aggregate_step(self.states[p.name], inputs[0], p.params["aggregates"], epoch)}
+            state, aggregates = self.states[p.name], p.params["aggregates"]
+            partials = aggregate_prepare(state, inputs[0], aggregates, epoch)
+            if previous is not None:
+                previous.wait()
+            return {"out": aggregate_merge(state, partials, aggregates, epoch)}
         if kind == "stateful":
-            schema = self.out_schemas[(p.name, "out")]
-            return {"out": stateful_step(
-                    self.states[p.name],
-                    inputs[0],
-                    p.params["fn"],
-                    schema,
-                    epoch,
-                    p.params["on_epoch_end"],
-                    p.params["vectorized"],
-                )}
+            state = self.states[p.name]
+            rows = stateful_prepare(state, inputs[0], epoch)
+            if previous is not None:
+                previous.wait()
+            return {"out": stateful_merge(
+                state,
+                rows,
+                p.params["fn"],
+                self.out_schemas[(p.name, "out")],
+                epoch,
+                p.params["on_epoch_end"],
+                p.params["vectorized"],
+            )}
         return {}  # sink: written in _persist
 
     def _persist(self, p: Processor, epoch: int, inputs: list[DataFrame], batch: CommitBatch) -> None:
@@ -453,12 +476,18 @@ class Engine:
             crash_point("sink.written")
             batch.sink_commits.append((p.name, epoch, files))
         if p.name in self.states and p.policy.checkpoints_at(epoch, self.checkpoint_count[p.name]):
+            self._label(f"{p.name}/checkpoint e{epoch}")
             base = p.policy.compacts(self.checkpoint_count[p.name])
             files = self.states[p.name].write_checkpoint(self._area("checkpoints", p.name), epoch, base, self.fs)
             kind = "base" if base else "delta"
             batch.state.append((p.name, epoch, kind, files))
             self.checkpoint_count[p.name] += 1
             self.report.checkpoints.append((p.name, epoch, kind))
+
+    def _label(self, description: str) -> None:
+        """Name the Spark jobs this thread starts next (Spark UI, event log,
+        ``bench/timings.py``): ``processor eN``."""
+        self.spark.sparkContext.setLocalProperty("spark.job.description", description)
 
     def _xi(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
         """Ξ(p, ↓epoch) if p can roll back to this epoch once the batch commits."""

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, StructField, StructType
 
-from falkirk.spark.state import KeyedState
+from falkirk.spark.state import KeyedState, quote
 
 AggSpec = Mapping[str, tuple[str, str | None]]
 
@@ -59,79 +59,121 @@ def _epoch_partial(func: str, col: str | None, name: str, t: DataType) -> Column
     return (F.first if func == "first" else F.last)(F.col(col), ignorenulls=True).alias(name)  # type: ignore[arg-type]
 
 
-def _combine(rule: str, old: Column, new: Column) -> Column:
+def _combine(rule: str, old: str, new: str) -> str:
+    """SQL combining a stored partial (column ``old``) with the epoch's (``new``)."""
+    old, new = quote(old), quote(new)
     if rule == "add":
-        return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(old + new)
+        return f"CASE WHEN {old} IS NULL THEN {new} WHEN {new} IS NULL THEN {old} ELSE {old} + {new} END"
     if rule == "min":
-        return F.least(old, new)
+        return f"least({old}, {new})"
     if rule == "max":
-        return F.greatest(old, new)
+        return f"greatest({old}, {new})"
     if rule == "first":
-        return F.coalesce(old, new)
-    return F.coalesce(new, old)  # last
+        return f"coalesce({old}, {new})"
+    return f"coalesce({new}, {old})"  # last
 
 
-def _final(out: str, func: str) -> Column:
+def _final(out: str, func: str) -> str:
+    """SQL of an aggregate's output column from its partials."""
     if func == "count":
-        return F.coalesce(F.col(f"{out}__count"), F.lit(0)).alias(out)
+        return f"coalesce({quote(out + '__count')}, 0) AS {quote(out)}"
     if func == "avg":
-        return (F.col(f"{out}__sum") / F.col(f"{out}__count")).cast("double").alias(out)
+        return f"CAST({quote(out + '__sum')} / {quote(out + '__count')} AS double) AS {quote(out)}"
     if func == "sum":
-        return F.col(f"{out}__sum").alias(out)
-    return F.col(f"{out}__{func}").alias(out)
+        return f"{quote(out + '__sum')} AS {quote(out)}"
+    return f"{quote(out + '__' + func)} AS {quote(out)}"
 
 
-def aggregate_step(state: KeyedState, batch: DataFrame, aggregates: AggSpec, epoch: int) -> DataFrame:
-    """Merge ``batch`` into the running aggregates; return, for every key in the
-    batch, the key and its updated aggregates."""
-    keys = list(state.keys)
-    rules: list[tuple[str, str]] = []
-    partial_cols: list[Column] = []
+def _epoch_partials(schema: StructType, aggregates: AggSpec) -> list[Column]:
+    """The partial aggregates of one epoch's rows (``schema``: their columns)."""
+    columns: list[Column] = []
     for out, (func, col) in aggregates.items():
-        dtype = batch.schema[col].dataType if col is not None else None
-        for name, t, rule in _partials(out, func, dtype):
-            partial_cols.append(_epoch_partial(func, col, name, t))
-            rules.append((name, rule))
-    delta = batch.groupBy(*keys).agg(*partial_cols)
-    # Only the keys of this epoch are looked up and rewritten (O(epoch), not O(state)).
-    new = delta.select(*keys, *[F.col(n).alias(f"n_{n}") for n, _ in rules])
-    merged = state.with_stored(new).select(
-        *keys, *[_combine(rule, F.col(n), F.col(f"n_{n}")).alias(n) for n, rule in rules]
+        dtype = schema[col].dataType if col is not None else None
+        columns += [_epoch_partial(func, col, name, t) for name, t, _ in _partials(out, func, dtype)]
+    return columns
+
+
+def _combine_rules(state_schema: StructType, aggregates: AggSpec) -> list[tuple[str, str]]:
+    """(state column, combine rule) of every partial aggregate. The state schema
+    has each partial's type, which is all :func:`_partials` needs of the input."""
+    stored = {f.name: f.dataType for f in state_schema.fields}
+    rules: list[tuple[str, str]] = []
+    for out, (func, _) in aggregates.items():
+        dtype = stored.get(f"{out}__{func}") or stored.get(f"{out}__sum")
+        rules += [(name, rule) for name, _, rule in _partials(out, func, dtype)]
+    return rules
+
+
+def aggregate_prepare(state: KeyedState, batch: DataFrame, aggregates: AggSpec, epoch: int) -> DataFrame:
+    """The first half of an epoch of a keyed aggregate, which needs nothing of the
+    state: the epoch's partial aggregates per key, laid out like the state runs
+    (hash-partitioned by key - one shuffle - and sorted by key) and materialised. The engine runs it while the previous
+    epoch is still merging into the state, so reading and aggregating the input of
+    one epoch overlaps the merge of the one before."""
+    partials = batch.groupBy(*state.keys).agg(*_epoch_partials(batch.schema, aggregates))
+    partials = partials.sortWithinPartitions(*state.keys).localCheckpoint(eager=True)
+    state.retire(epoch, partials)  # read by this epoch's merge; freed once it commits
+    return partials
+
+
+def aggregate_merge(state: KeyedState, partials: DataFrame, aggregates: AggSpec, epoch: int) -> DataFrame:
+    """The second half: combine :func:`aggregate_prepare`'s partials with the
+    stored aggregates of their keys (only those keys are looked up and rewritten:
+    O(epoch), not O(state)); return every key of the epoch with its updated
+    aggregates."""
+    keys = list(state.keys)
+    rules = _combine_rules(state.schema, aggregates)
+    new = partials.selectExpr(*map(quote, keys), *[f"{quote(n)} AS {quote('n_' + n)}" for n, _ in rules])
+    merged = state.with_stored(new).selectExpr(
+        *map(quote, keys), *[f"{_combine(rule, n, 'n_' + n)} AS {quote(n)}" for n, rule in rules]
     )
     changed = state.apply(merged, None, epoch, partitioned=True)
-    return changed.select(*keys, *[_final(o, f) for o, (f, _) in aggregates.items()])
+    return changed.selectExpr(*map(quote, keys), *[_final(o, f) for o, (f, _) in aggregates.items()])
 
 
 KIND = "_falkirk_kind"
-SIDE = "_falkirk_side"
+ROW = "_falkirk_row"
+FOUND = "_found"
 
 
 def _plain(series: pd.Series) -> list[Any]:
     return [None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for v in series]
 
 
-def stateful_step(
+def stateful_prepare(state: KeyedState, batch: DataFrame, epoch: int) -> DataFrame:
+    """The first half of an epoch of a stateful operator, which needs nothing of the
+    state: the epoch's rows laid out like the state runs (hash-partitioned by key -
+    the step's one shuffle - and sorted by key), materialised; it overlaps the
+    previous epoch's merge."""
+    rows = state.partitioned(batch).localCheckpoint(eager=True)
+    state.retire(epoch, rows)  # read by this epoch's merge; freed once it commits
+    return rows
+
+
+def stateful_merge(
     state: KeyedState,
-    batch: DataFrame,
+    rows: DataFrame,
     fn: Callable[..., Any],
     output_schema: StructType,
     epoch: int,
     on_epoch_end: Callable[..., Any] | None = None,
     vectorized: bool = False,
 ) -> DataFrame:
-    """Run ``fn(key, rows, state) -> (outputs, new_state)`` for every key in ``batch``
-    (or, ``vectorized``, ``fn(rows, state)`` once per partition for all its keys),
-    and ``on_epoch_end(key, state, epoch)`` for every other key holding state (see
+    """The second half: run ``fn(key, rows, state) -> (outputs, new_state)`` for
+    every key in ``rows`` (from :func:`stateful_prepare`), or, ``vectorized``,
+    ``fn(rows, state)`` once per partition for all its keys, and
+    ``on_epoch_end(key, state, epoch)`` for every other key holding state (see
     :meth:`falkirk.graph.Stream.stateful`); update the state; return the outputs.
 
-    The epoch's rows and the stored rows of its keys are brought together by one
-    shuffle on the key; each partition then runs in one Python call
-    (``mapInArrow``) that loops over its keys in pandas. Spark's own per-group
-    machinery (``cogroup().applyInPandas``) costs about 5 ms per key here; this
-    loop costs what ``fn`` costs."""
+    Every row is joined in place with its key's stored state (both sides are
+    partitioned by key already: nothing is shuffled; with ``on_epoch_end`` it is a
+    full outer join with all of the state, O(state)); each partition then runs in
+    one Python call (``mapInArrow``) that hands ``fn`` its keys' rows and states.
+    Spark's own per-group machinery (``cogroup().applyInPandas``) costs about 5 ms
+    per key here; this costs what ``fn`` costs."""
     keys = list(state.keys)
     values = list(state.values)
-    row_cols = [c for c in batch.columns]
+    row_cols = list(rows.columns)
     out_names = [f.name for f in output_schema.fields]
     combined = StructType(
         [StructField(KIND, StringType(), False)]
@@ -198,10 +240,12 @@ def stateful_step(
         data = pa.Table.from_batches(received)
         if data.num_rows == 0:
             return
-        side = data.column(SIDE)
-        rows = data.filter(pc.equal(side, 0)).select([f"b_{c}" for c in row_cols]).rename_columns(row_cols).to_pandas()
-        stored = data.filter(pc.equal(side, 1)).select([f"b_{k}" for k in keys] + [f"s_{v}" for v in values])
-        stored = stored.rename_columns(keys + values).to_pandas()
+        # Each joined record is a row of the epoch (ROW true) carrying its key's
+        # stored state (FOUND true), or, with on_epoch_end, a stored key alone.
+        rows = data.filter(pc.fill_null(data.column(ROW), False)).select([f"b_{c}" for c in row_cols])
+        rows = rows.rename_columns(row_cols).to_pandas()
+        stored = data.filter(data.column(FOUND)).select(keys + [f"s_{v}" for v in values])
+        stored = stored.rename_columns(keys + values).to_pandas().drop_duplicates(keys, ignore_index=True)
         table: dict[str, list[Any]] = {c: [] for c in columns}
         if vectorized:
             run_vectorized(rows, stored, table)
@@ -213,31 +257,21 @@ def stateful_step(
             run(key, by_rows.get(key, empty_rows), by_stored.get(key, empty_stored), table)
         yield pa.RecordBatch.from_pydict(table, schema=arrow_schema)
 
-    batch = batch.persist()  # read for its keys and for its rows; freed once the epoch commits
-    state.retire(epoch, batch)
-    if on_epoch_end is not None:  # every stored key is notified: O(state)
-        stored_rows = state.df
-    else:  # only the keys of this epoch: O(epoch)
-        stored_rows = state.with_stored(batch.select(*keys).distinct()).filter("_found")
-    # One frame with both sides, tagged: the epoch's rows (b_*) and stored rows (key
-    # in b_*, values in s_*).
-    typed = {f.name: f.dataType for f in batch.schema.fields}
-    tagged_rows = batch.select(
-        *[F.col(c).alias(f"b_{c}") for c in row_cols],
-        *[F.lit(None).cast(state.schema[v].dataType).alias(f"s_{v}") for v in values],
-        F.lit(0).alias(SIDE),
+    def renamed(prefix: str, names: Sequence[str]) -> list[str]:
+        return [f"{quote(prefix + n)} AS {quote(n)}" for n in names]
+
+    left = rows.selectExpr(*map(quote, keys), *[f"{quote(c)} AS {quote('b_' + c)}" for c in row_cols], f"true AS {ROW}")
+    if on_epoch_end is None:  # only the keys of this epoch: O(epoch)
+        joined = state.with_stored(left)
+    else:  # every stored key is notified: O(state)
+        stored_rows = state.df.selectExpr(*map(quote, keys), *map(quote, values), f"true AS {FOUND}")
+        joined = left.join(stored_rows, keys, "full").withColumn(FOUND, F.coalesce(F.col(FOUND), F.lit(False)))
+    joined = joined.selectExpr(
+        *map(quote, keys), *[quote(f"b_{c}") for c in row_cols], ROW, *[f"{quote(v)} AS {quote('s_' + v)}" for v in values], FOUND
     )
-    tagged_state = stored_rows.select(
-        *[(F.col(c) if c in keys else F.lit(None).cast(typed[c])).alias(f"b_{c}") for c in row_cols],
-        *[F.col(v).alias(f"s_{v}") for v in values],
-        F.lit(1).alias(SIDE),
-    )
-    both = tagged_rows.unionByName(tagged_state).repartition(state.partitions, *[f"b_{k}" for k in keys])
-    result = both.mapInArrow(partition, combined).localCheckpoint(eager=True)
-    new_rows = result.filter(F.col(KIND) == "state").select(
-        *[F.col(f"k_{k}").alias(k) for k in keys], *[F.col(f"s_{v}").alias(v) for v in values]
-    )
+    result = joined.mapInArrow(partition, combined).localCheckpoint(eager=True)
     state.retire(epoch, result)  # read by this epoch's consumers; freed once it commits
-    deleted = result.filter(F.col(KIND) == "deleted").select(*[F.col(f"k_{k}").alias(k) for k in keys])
+    new_rows = result.filter(f"{KIND} = 'state'").selectExpr(*renamed("k_", keys), *renamed("s_", values))
+    deleted = result.filter(f"{KIND} = 'deleted'").selectExpr(*renamed("k_", keys))
     state.apply(new_rows, deleted, epoch)
-    return result.filter(F.col(KIND) == "out").select(*[F.col(f"o_{c}").alias(c) for c in out_names])
+    return result.filter(f"{KIND} = 'out'").selectExpr(*renamed("o_", out_names))

@@ -10,12 +10,13 @@ partitions:
 * one **delta** run per epoch since then holds the rows that epoch changed, and
   tombstones (``_deleted`` true) for keys it deleted.
 
-For each key the row with the greatest ``_epoch`` wins. An epoch therefore costs
-O(its own keys): it looks up the stored rows of the keys it touches (a hash join
-whose build side is the epoch's keys; the runs are already partitioned by key, so
-they are scanned in place, never shuffled) and appends one delta run. Every
-``compact_every`` epochs the runs are merged into a new base: an O(state) step,
-amortised over those epochs.
+For each key the row with the greatest ``_epoch`` wins. Every run is also sorted by
+key within its partitions. An epoch therefore costs O(its own keys) plus one merge
+pass over each run: it looks up the stored rows of the keys it touches by merge
+joins of its keys (partitioned and sorted the same way) against the runs in place -
+nothing of the state is shuffled, sorted or hashed - and appends one delta run.
+Every ``compact_every`` epochs the runs are merged into a new base: an O(state)
+step, amortised over those epochs.
 
 A checkpoint is either a *base* (every live row) or a *delta* (rows changed since the
 previous checkpoint plus tombstones). The state at a checkpoint is rebuilt from the
@@ -24,6 +25,7 @@ latest base at or before it and the deltas after that base, by the same rule.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -38,6 +40,11 @@ EPOCH = "_epoch"
 DELETED = "_deleted"
 #: Epochs between compactions of the delta runs into the base run.
 COMPACT_EVERY = 8
+
+
+def quote(name: str) -> str:
+    """``name`` as a SQL identifier (for ``selectExpr``)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 class KeyedState:
@@ -74,15 +81,23 @@ class KeyedState:
         # still read them: freed by release() once that epoch has committed (epochs
         # in flight read older versions concurrently).
         self._retired: list[tuple[int, DataFrame]] = []
+        self._retired_lock = threading.Lock()  # epochs' threads retire, the main thread releases
 
     def _materialise(self, df: DataFrame, *, partitioned: bool = False) -> DataFrame:
-        """Keep ``df`` in the executors (lineage truncated), hash-partitioned by key;
-        ``partitioned`` says it already is (by a join on the key whose output keeps
-        its left side's partitioning), sparing a shuffle."""
+        """Keep ``df`` in the executors (lineage truncated), hash-partitioned by key
+        and sorted by key within each partition; ``partitioned`` says it already is
+        partitioned (by a join on the key whose output keeps its left side's
+        partitioning), sparing a shuffle. (Spark drops the sort if ``df`` is sorted
+        already.)"""
         rows = df.select(*self.file_schema.fieldNames())
         if not partitioned:
             rows = rows.repartition(self.partitions, *self.keys)
-        return rows.localCheckpoint(eager=True)
+        return rows.sortWithinPartitions(*self.keys).localCheckpoint(eager=True)
+
+    def partitioned(self, df: DataFrame) -> DataFrame:
+        """``df`` laid out as the runs are (hash-partitioned by key, sorted by key
+        within partitions), ready for :meth:`with_stored`."""
+        return df.repartition(self.partitions, *self.keys).sortWithinPartitions(*self.keys)
 
     def _runs(self) -> list[DataFrame]:
         return [self.base, *self.deltas]
@@ -107,38 +122,30 @@ class KeyedState:
         return out
 
     def _join_runs(self, left: DataFrame) -> DataFrame:
-        """``left`` (distinct keys plus any columns, partitioned by key) left-joined
-        with every run, with the newest run's row per key picked: ``left``'s columns
-        plus the value columns, ``_epoch``, ``_deleted`` and ``_found``. ``left`` is
-        the hash-join build side, so each run is scanned in place and nothing but
-        ``left`` is hashed or shuffled."""
-        runs = self._runs()
+        """``left`` (keys plus any columns, partitioned by key; best sorted by key
+        within partitions too) left-joined with every run, oldest first, each later
+        match replacing the earlier: ``left``'s columns plus the value columns,
+        ``_epoch``, ``_deleted`` and ``_found``. The runs are partitioned and sorted
+        by key, so each is merge-joined in place (nothing shuffled, sorted or
+        hashed), and the width of the joined rows stays constant however many runs
+        there are."""
         own = [c for c in left.columns if c not in self.keys]
-        acc = left
-        for i, run in enumerate(runs):
-            renamed = run.select(
-                *self.keys,
-                *[F.col(c).alias(f"_r{i}_{c}") for c in (*self.values, EPOCH, DELETED)],
-                F.lit(True).alias(f"_r{i}_found"),
-            )
-            acc = acc.hint("shuffle_hash").join(renamed, list(self.keys), "left")
-        acc = acc.withColumn(
-            "_newest", F.greatest(*[F.when(F.col(f"_r{i}_found"), F.lit(i)) for i in range(len(runs))], F.lit(-1))
+        stored = (*self.values, EPOCH, DELETED)
+        acc = left.select(
+            *self.keys, *own, *[F.lit(None).cast(self.file_schema[c].dataType).alias(c) for c in stored], F.lit(False).alias("_found")
         )
-        newest = F.col("_newest")
-
-        def pick(column: str) -> Column:
-            chosen = F.lit(None).cast(self.file_schema[column].dataType)
-            for i in range(len(runs)):
-                chosen = F.when(newest == i, F.col(f"_r{i}_{column}")).otherwise(chosen)
-            return chosen.alias(column)
-
-        return acc.select(
-            *self.keys,
-            *own,
-            *[pick(c) for c in (*self.values, EPOCH, DELETED)],
-            (newest >= 0).alias("_found"),
-        )
+        # SQL text, one JVM call per select: building Column objects costs a call each.
+        keys = [quote(k) for k in self.keys]
+        run_columns = [*keys, *[f"{quote(c)} AS {quote('_run_' + c)}" for c in stored], "true AS _run_found"]
+        picked = [
+            *keys,
+            *[quote(c) for c in own],
+            *[f"CASE WHEN _run_found THEN {quote('_run_' + c)} ELSE {quote(c)} END AS {quote(c)}" for c in stored],
+            "_found OR coalesce(_run_found, false) AS _found",
+        ]
+        for run in self._runs():
+            acc = acc.hint("merge").join(run.selectExpr(*run_columns), list(self.keys), "left").selectExpr(*picked)
+        return acc
 
     # -- reading --------------------------------------------------------------------------
 
@@ -153,16 +160,16 @@ class KeyedState:
         return self._latest(self._union(self._runs())).select(*self.file_schema.fieldNames())
 
     def with_stored(self, df: DataFrame) -> DataFrame:
-        """``df`` (distinct keys, partitioned by key, plus any columns) with the stored
-        values of its keys appended, and ``_found``: whether the key has live state
-        (values are null otherwise). Costs a scan of the runs in place, O(state) rows
-        read but nothing shuffled or copied."""
-        joined = self._join_runs(df)
-        found = F.col("_found") & ~F.col(DELETED)
-        return joined.select(
-            *df.columns,
-            *[F.when(found, F.col(v)).alias(v) for v in self.values],
-            found.alias("_found"),
+        """``df`` (keys plus any columns, partitioned by key and best sorted by key
+        within partitions, as :meth:`partitioned` makes it) with the stored values
+        of its keys appended, and ``_found``: whether the key has live state (values
+        are null otherwise). Costs a merge pass over the runs in place: O(state) rows
+        read, nothing shuffled or copied."""
+        found = f"(_found AND NOT {DELETED})"
+        return self._join_runs(df).selectExpr(
+            *[quote(c) for c in df.columns],
+            *[f"CASE WHEN {found} THEN {quote(v)} END AS {quote(v)}" for v in self.values],
+            f"{found} AS _found",
         )
 
     # -- updates ------------------------------------------------------------------------
@@ -174,13 +181,13 @@ class KeyedState:
         it deleted; ``partitioned`` if ``changed`` comes straight from
         :meth:`with_stored` (already partitioned by key). Returns the changed rows as
         materialised (key, values, ``_epoch``), for the epoch's output."""
-        stamp = F.lit(epoch).cast("long")
-        delta = changed.select(*self.keys, *self.values).withColumn(EPOCH, stamp).withColumn(DELETED, F.lit(False))
+        columns = [*map(quote, (*self.keys, *self.values)), f"CAST({epoch} AS bigint) AS {EPOCH}"]
+        delta = changed.selectExpr(*columns, f"false AS {DELETED}")
         if deleted_keys is not None:
-            dead = deleted_keys.select(*self.keys)
-            for name in self.values:
-                dead = dead.withColumn(name, F.lit(None).cast(self.schema[name].dataType))
-            delta = delta.unionByName(dead.withColumn(EPOCH, stamp).withColumn(DELETED, F.lit(True)))
+            dead = deleted_keys.select(
+                *self.keys, *[F.lit(None).cast(self.schema[name].dataType).alias(name) for name in self.values]
+            )
+            delta = delta.unionByName(dead.selectExpr(*columns, f"true AS {DELETED}"))
         run = self._materialise(delta, partitioned=partitioned and deleted_keys is None)
         self.deltas.append(run)
         self.delta_epochs.append(epoch)
@@ -206,17 +213,16 @@ class KeyedState:
 
     def retire(self, epoch: int, df: DataFrame) -> None:
         """Free ``df`` once ``epoch`` has committed (see :meth:`release`)."""
-        self._retired.append((epoch, df))
+        with self._retired_lock:
+            self._retired.append((epoch, df))
 
     def release(self, committed: int) -> None:
         """Unpersist retired DataFrames that epochs up to ``committed`` needed."""
-        keep = []
-        for epoch, df in self._retired:
-            if epoch <= committed:
-                df.unpersist()
-            else:
-                keep.append((epoch, df))
-        self._retired = keep
+        with self._retired_lock:
+            free = [df for epoch, df in self._retired if epoch <= committed]
+            self._retired = [(epoch, df) for epoch, df in self._retired if epoch > committed]
+        for df in free:
+            df.unpersist()
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
