@@ -84,3 +84,29 @@ def test_a_delta_checkpoint_reads_only_the_runs_changed_since_the_last(spark: Sp
     assert state.checkpoint_rows(base=False).count() == 0  # nothing changed since
     state.compact()  # the base now holds epoch 4's rows too, all already checkpointed
     assert state.checkpoint_rows(base=False).count() == 0
+
+
+def test_a_base_checkpoint_compacts_the_runs_and_writes_the_new_base(spark: SparkSession, tmp_path: Path) -> None:
+    state = KeyedState(spark, ["k"], SCHEMA, compact_every=100)
+    for epoch in (1, 2, 3):
+        state.apply(spark.range(epoch * 10).selectExpr("id AS k", f"id * {epoch} AS v"), None, epoch)
+    files = state.write_checkpoint(str(tmp_path), 3, True, LocalFileSystem())
+    assert state.deltas == []  # compacted: later epochs look up one run
+    written = {r["k"]: r["v"] for r in spark.read.parquet(*[f.path for f in files]).collect()}
+    assert written == {k: k * 3 for k in range(30)} == live(state)
+
+
+def test_a_restore_loads_in_the_background_and_a_corrupt_file_fails_its_first_use(spark: SparkSession, tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    state = KeyedState(spark, ["k"], SCHEMA)
+    state.apply(spark.range(100).selectExpr("id AS k", "id AS v"), None, 1)
+    chain = [(1, "base", state.write_checkpoint(str(tmp_path), 1, True, fs))]
+    restored = KeyedState(spark, ["k"], SCHEMA)
+    restored.restore(chain, 1)
+    assert live(restored) == {k: k for k in range(100)}
+    for f in chain[0][2]:  # (a missing file fails restore() itself: Spark checks paths)
+        Path(f.path).write_bytes(b"not a parquet file")
+    broken = KeyedState(spark, ["k"], SCHEMA)
+    broken.restore(chain, 1)  # returns: the rows are read in the background
+    with pytest.raises(Exception, match=r"(?i)parquet"):
+        broken.df.collect()

@@ -43,6 +43,7 @@ from falkirk.runtime import rollback, schemas
 from falkirk.runtime.epochs import EPOCHS, down, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.spark.files import data_files, write_parquet
+from falkirk.spark.frames import empty
 from falkirk.spark.operators import (
     aggregate_merge,
     aggregate_prepare,
@@ -97,6 +98,8 @@ class _EpochWork:
     ran: list[str] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    #: Log and checkpoint writes under way; the epoch is computed once they are done.
+    writes: list[Future[None]] = field(default_factory=list)
 
 
 def edge_name(src: str, port: str, dst: str) -> str:
@@ -213,11 +216,13 @@ class Engine:
                 on_commit=self.published.publish if self.published is not None else None,
             )
             pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
+            self._writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
             try:
                 self._start()
                 self._loop(pool, max_epochs)
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
+                self._writers.shutdown(wait=True, cancel_futures=True)
                 self.store.close()
         finally:
             lock.release()
@@ -285,7 +290,7 @@ class Engine:
         for p in self.order:
             if p.kind == "sink":
                 src = p.inputs[0]
-                p.params["sink"].prepare(self.spark.createDataFrame([], self.out_schemas[(src.src, src.port)]))
+                p.params["sink"].prepare(empty(self.spark, self.out_schemas[(src.src, src.port)]))
         self.offsets = {p.name: self.store.offsets(p.name) for p in self.order if p.kind == "source"}
         stored = self.store.checkpoints(self.topology)
         self.frontier = {p.name: 0 for p in self.order}
@@ -375,14 +380,15 @@ class Engine:
                         work.cached.append(df)
                     outputs[(p.name, port)] = df
                     if p.policy.logs_outputs:
-                        files = write_parquet(df, self._area("logs", f"{p.name}.{port}"), f"e{epoch}", self.fs)
-                        work.batch.logs.append((f"{p.name}.{port}", epoch, files))
-                self._persist(p, epoch, inputs, work.batch)
+                        self._write_later(work, f"{p.name}.{port} e{epoch}", self._write_log, df, f"{p.name}.{port}", epoch, work.batch)
+                self._persist(p, epoch, inputs, work)
                 work.step_seconds[p.name] = time.perf_counter() - step_started
                 work.ran.append(p.name)
                 done = self._done.get((p.name, epoch))
                 if done is not None:
                     done.set()
+            for write in work.writes:
+                write.result()
         finally:
             for p in self.order:  # never leave a later epoch waiting on a failed one
                 done = self._done.get((p.name, epoch))
@@ -436,7 +442,7 @@ class Engine:
         if kind == "source":
             files = work.offsets[p.name]
             if not files:
-                return {"out": self.spark.createDataFrame([], self.out_schemas[(p.name, "out")])}
+                return {"out": empty(self.spark, self.out_schemas[(p.name, "out")])}
             return {"out": p.params["source"].read(self.spark, files)}
         if kind == "map":
             return {"out": schemas.call_map(p.params["fn"], inputs[0], epoch)}
@@ -470,19 +476,39 @@ class Engine:
             )}
         return {}  # sink: written in _persist
 
-    def _persist(self, p: Processor, epoch: int, inputs: list[DataFrame], batch: CommitBatch) -> None:
+    def _persist(self, p: Processor, epoch: int, inputs: list[DataFrame], work: _EpochWork) -> None:
+        """A sink's write (done here), and a keyed processor's checkpoint: its rows
+        are fixed now, before the processor's next epoch may change the state, and
+        written in the background (the epoch commits once they are durable)."""
         if p.kind == "sink":
             files = p.params["sink"].write(inputs[0], epoch)
             crash_point("sink.written")
-            batch.sink_commits.append((p.name, epoch, files))
+            work.batch.sink_commits.append((p.name, epoch, files))
         if p.name in self.states and p.policy.checkpoints_at(epoch, self.checkpoint_count[p.name]):
             self._label(f"{p.name}/checkpoint e{epoch}")
             base = p.policy.compacts(self.checkpoint_count[p.name])
-            files = self.states[p.name].write_checkpoint(self._area("checkpoints", p.name), epoch, base, self.fs)
+            rows = self.states[p.name].checkpoint(epoch, base)
             kind = "base" if base else "delta"
-            batch.state.append((p.name, epoch, kind, files))
+            self._write_later(work, f"{p.name}/checkpoint e{epoch}", self._write_checkpoint, rows, p.name, epoch, kind, work.batch)
             self.checkpoint_count[p.name] += 1
             self.report.checkpoints.append((p.name, epoch, kind))
+
+    def _write_later(self, work: _EpochWork, label: str, write: Callable[..., None], *args: Any) -> None:
+        """Run ``write(*args)`` in the writers' pool, its Spark jobs named ``label``."""
+
+        def labelled() -> None:
+            self._label(label)
+            write(*args)
+
+        work.writes.append(self._writers.submit(labelled))
+
+    def _write_log(self, df: DataFrame, key: str, epoch: int, batch: CommitBatch) -> None:
+        files = write_parquet(df, self._area("logs", key), f"e{epoch}", self.fs)
+        batch.logs.append((key, epoch, files))
+
+    def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch) -> None:
+        files = write_parquet(rows, self._area("checkpoints", name), f"e{epoch}-{kind}", self.fs)
+        batch.state.append((name, epoch, kind, files))
 
     def _label(self, description: str) -> None:
         """Name the Spark jobs this thread starts next (Spark UI, event log,
@@ -517,7 +543,7 @@ class Engine:
 
     def _read(self, files: tuple[StoredFile, ...], schema: Any) -> DataFrame:
         if not files:
-            return self.spark.createDataFrame([], schema)
+            return empty(self.spark, schema)
         return self.spark.read.schema(schema).parquet(*[f.path for f in files])
 
     # -- garbage ----------------------------------------------------------------------------

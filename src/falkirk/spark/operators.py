@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, DoubleType, LongType, StringType, StructField, StructType
 
-from falkirk.spark.state import KeyedState, quote
+from falkirk.spark.state import KeyedState, materialise, quote
 
 AggSpec = Mapping[str, tuple[str, str | None]]
 
@@ -111,7 +111,7 @@ def aggregate_prepare(state: KeyedState, batch: DataFrame, aggregates: AggSpec, 
     epoch is still merging into the state, so reading and aggregating the input of
     one epoch overlaps the merge of the one before."""
     partials = batch.groupBy(*state.keys).agg(*_epoch_partials(batch.schema, aggregates))
-    partials = partials.sortWithinPartitions(*state.keys).localCheckpoint(eager=True)
+    partials = materialise(partials.sortWithinPartitions(*state.keys))
     state.retire(epoch, partials)  # read by this epoch's merge; freed once it commits
     return partials
 
@@ -145,7 +145,7 @@ def stateful_prepare(state: KeyedState, batch: DataFrame, epoch: int) -> DataFra
     state: the epoch's rows laid out like the state runs (hash-partitioned by key -
     the step's one shuffle - and sorted by key), materialised; it overlaps the
     previous epoch's merge."""
-    rows = state.partitioned(batch).localCheckpoint(eager=True)
+    rows = materialise(state.partitioned(batch))
     state.retire(epoch, rows)  # read by this epoch's merge; freed once it commits
     return rows
 
@@ -269,7 +269,7 @@ def stateful_merge(
     joined = joined.selectExpr(
         *map(quote, keys), *[quote(f"b_{c}") for c in row_cols], ROW, *[f"{quote(v)} AS {quote('s_' + v)}" for v in values], FOUND
     )
-    result = joined.mapInArrow(partition, combined).localCheckpoint(eager=True)
+    result = materialise(joined.mapInArrow(partition, combined))
     state.retire(epoch, result)  # read by this epoch's consumers; freed once it commits
     new_rows = result.filter(f"{KIND} = 'state'").selectExpr(*renamed("k_", keys), *renamed("s_", values))
     deleted = result.filter(f"{KIND} = 'deleted'").selectExpr(*renamed("k_", keys))

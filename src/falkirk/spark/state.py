@@ -3,36 +3,42 @@
 The state of a keyed operator is a small log-structured merge of DataFrames, every
 one materialised with ``localCheckpoint`` (its blocks live in the executors, never in
 the driver; losing them is a processor failure that recovery repairs from
-checkpoints) and hash-partitioned by the key into ``spark.sql.shuffle.partitions``
-partitions:
+checkpoints), hash-partitioned by the key into ``spark.sql.shuffle.partitions``
+partitions and sorted by the key within each partition:
 
 * the **base** run holds every key as of the last compaction;
 * one **delta** run per epoch since then holds the rows that epoch changed, and
   tombstones (``_deleted`` true) for keys it deleted.
 
-For each key the row with the greatest ``_epoch`` wins. Every run is also sorted by
-key within its partitions. An epoch therefore costs O(its own keys) plus one merge
-pass over each run: it looks up the stored rows of the keys it touches by merge
-joins of its keys (partitioned and sorted the same way) against the runs in place -
-nothing of the state is shuffled, sorted or hashed - and appends one delta run.
-Every ``compact_every`` epochs the runs are merged into a new base: an O(state)
-step, amortised over those epochs.
+For each key the row with the greatest ``_epoch`` wins. An epoch therefore costs
+O(its own keys) plus one merge pass over each run: it looks up the stored rows of
+the keys it touches by merge joins of its keys (partitioned and sorted the same way)
+against the runs in place - nothing of the state is shuffled, sorted or hashed - and
+appends one delta run. Every ``compact_every`` epochs the runs are merged into a new
+base (one shuffle and sort, then the newest row of each key): an O(state) step,
+amortised over those epochs.
 
-A checkpoint is either a *base* (every live row) or a *delta* (rows changed since the
-previous checkpoint plus tombstones). The state at a checkpoint is rebuilt from the
-latest base at or before it and the deltas after that base, by the same rule.
+A checkpoint is either a *base* (every live row; taking one compacts the runs) or a
+*delta* (rows changed since the previous checkpoint plus tombstones). The state at
+a checkpoint is rebuilt from the latest base at or before it and the deltas after
+that base, by the same rule, in the background: a restarted engine reads and
+shuffles its first epoch's input meanwhile.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from falkirk.spark.files import write_parquet
+from falkirk.spark.frames import empty
 from falkirk.storage import StoredFile
 from falkirk.storage.filesystem import FileSystem
 
@@ -40,6 +46,20 @@ EPOCH = "_epoch"
 DELETED = "_deleted"
 #: Epochs between compactions of the delta runs into the base run.
 COMPACT_EVERY = 8
+
+
+#: How materialised DataFrames are kept: serialized, in memory, spilling to disk. A
+#: run is then a few byte arrays per partition instead of an object per row, which
+#: the garbage collector would otherwise trace at every full collection (and which
+#: take twice the memory): it matters from millions of keys of state.
+STORAGE = StorageLevel(useDisk=True, useMemory=True, useOffHeap=False, deserialized=False)
+
+
+def materialise(df: DataFrame) -> DataFrame:
+    """``df`` computed now and kept in the executors, its lineage truncated
+    (``localCheckpoint``): its blocks are never in the driver, and losing them is a
+    processor failure that recovery repairs from checkpoints."""
+    return df.localCheckpoint(eager=True, storageLevel=STORAGE)
 
 
 def quote(name: str) -> str:
@@ -71,7 +91,8 @@ class KeyedState:
         self.keep_tombstones = keep_tombstones
         self.compact_every = compact_every
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
-        self.base: DataFrame = self._materialise(spark.createDataFrame([], self.file_schema))
+        self._base: DataFrame | None = None  # empty until first needed (a restore replaces it)
+        self._restoring: Future[DataFrame] | None = None  # a base being loaded by restore()
         self.base_epoch = 0  # no row of the base run is newer than this epoch
         self.deltas: list[DataFrame] = []
         self.delta_epochs: list[int] = []  # the epoch of each delta run
@@ -92,7 +113,31 @@ class KeyedState:
         rows = df.select(*self.file_schema.fieldNames())
         if not partitioned:
             rows = rows.repartition(self.partitions, *self.keys)
-        return rows.sortWithinPartitions(*self.keys).localCheckpoint(eager=True)
+        return materialise(rows.sortWithinPartitions(*self.keys))
+
+    @property
+    def base(self) -> DataFrame:
+        """The base run. After :meth:`restore` it is loaded in the background; the
+        first use waits for it (and raises what loading it raised)."""
+        pending = self._restoring
+        if pending is not None:
+            self._base = pending.result()
+            self._restoring = None
+        if self._base is None:
+            self._base = self._materialise(empty(self.spark, self.file_schema))
+        return self._base
+
+    @base.setter
+    def base(self, df: DataFrame) -> None:
+        if self._restoring is not None:
+            self.base  # noqa: B018 - a restore in flight lands first (and is retired by the caller)
+        self._base = df
+
+    def _held_runs(self) -> list[DataFrame]:
+        """The runs materialised so far (a restore in flight lands first)."""
+        if self._restoring is not None:
+            self.base  # noqa: B018
+        return [run for run in (self._base, *self.deltas) if run is not None]
 
     def partitioned(self, df: DataFrame) -> DataFrame:
         """``df`` laid out as the runs are (hash-partitioned by key, sorted by key
@@ -109,11 +154,12 @@ class KeyedState:
         return [self.base, *newer] if self.base_epoch > epoch else newer
 
     def _latest(self, rows: DataFrame) -> DataFrame:
-        """For each key, its row with the greatest ``_epoch`` (tombstones included):
-        one hash aggregation, whose output is partitioned by key."""
-        return rows.groupBy(*self.keys).agg(
-            *[F.max_by(c, EPOCH).alias(c) for c in (*self.values, DELETED)], F.max(EPOCH).alias(EPOCH)
-        )
+        """For each key, its row with the greatest ``_epoch`` (tombstones included),
+        hash-partitioned and sorted by key: one shuffle and one sort - which the
+        runs need anyway - then the first row of each key (no hash aggregation)."""
+        newest = Window.partitionBy(*self.keys).orderBy(F.col(EPOCH).desc())
+        ordered = rows.repartition(self.partitions, *self.keys).sortWithinPartitions(*self.keys, F.col(EPOCH).desc())
+        return ordered.withColumn("_rank", F.row_number().over(newest)).filter("_rank = 1").drop("_rank")
 
     def _union(self, runs: Sequence[DataFrame]) -> DataFrame:
         out = runs[0]
@@ -226,9 +272,9 @@ class KeyedState:
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
-        for run in self._runs():
+        for run in self._held_runs():
             self.retire(self.version, run)
-        self.base = self._materialise(self.spark.createDataFrame([], self.file_schema))
+        self._base = None  # empty again, materialised when first needed
         self.base_epoch = 0
         self.deltas = []
         self.delta_epochs = []
@@ -240,40 +286,72 @@ class KeyedState:
     def checkpoint_rows(self, base: bool) -> DataFrame:
         """The rows of a base checkpoint (every live row) or of a delta checkpoint (the
         newest row of every key changed or deleted since the last checkpoint; only the
-        runs that can hold such rows are read), in the file schema."""
+        runs that can hold such rows are read, and one run alone is read as it is:
+        it holds one row per key), in the file schema."""
         if base:
-            out = self.df.withColumn(DELETED, F.lit(False))
+            rows = self._merged() if self.deltas else self.base
+            out = rows.filter(~F.col(DELETED))
         else:
             since = F.col(EPOCH) > self.checkpointed_epoch
             runs = self._runs_since(self.checkpointed_epoch)
-            if runs:
+            if len(runs) == 1:  # an eager checkpoint: the epoch's own delta run
+                out = runs[0].filter(since)
+            elif runs:
                 out = self._latest(self._union([run.filter(since) for run in runs]))
             else:  # nothing changed since the last checkpoint: an empty delta
-                out = self.spark.createDataFrame([], self.file_schema)
+                out = empty(self.spark, self.file_schema)
         return out.select(*self.file_schema.fieldNames())
 
-    def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
-        """Write a base or delta checkpoint of the state after ``epoch`` (the state's
-        current version: call it before the next epoch is applied)."""
-        label = f"e{epoch}-{'base' if base else 'delta'}"
-        files = write_parquet(self.checkpoint_rows(base).coalesce(1), parent, label, fs)
+    def checkpoint(self, epoch: int, base: bool) -> DataFrame:
+        """The rows of a base or delta checkpoint of the state after ``epoch`` (the
+        state's current version: call it before the next epoch is applied), from
+        then on counted as checkpointed. A base checkpoint compacts the runs first,
+        so that it is the new base as it is (and later epochs look up fewer runs).
+        The rows are a plan over runs that stay readable until ``epoch`` commits:
+        they may be written while later epochs go on."""
+        if base:
+            self.compact()
+        rows = self.checkpoint_rows(base)
         self.checkpointed_epoch = epoch
-        return files
+        return rows
+
+    def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
+        """:meth:`checkpoint` written under ``parent`` (by all partitions at once,
+        one file each)."""
+        label = f"e{epoch}-{'base' if base else 'delta'}"
+        return write_parquet(self.checkpoint(epoch, base), parent, label, fs)
 
     def restore(self, chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int) -> None:
         """Load the state as of checkpoint ``epoch`` from committed checkpoints
-        ``(epoch, kind, files)``; raises ``ValueError`` if no base precedes it."""
+        ``(epoch, kind, files)``; raises ``ValueError`` if no base precedes it.
+
+        Returns once the load has started: the rows are read, partitioned and
+        materialised by a Spark job in the background, so the engine's start and
+        the first epoch's state-independent half overlap it. The first use of the
+        runs waits for it."""
         usable = [c for c in chain if c[0] <= epoch]
         bases = [i for i, c in enumerate(usable) if c[1] == "base"]
         if not bases:
             raise ValueError(f"no base checkpoint at or before epoch {epoch}")
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
-        rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else self.spark.createDataFrame([], self.file_schema)
-        for run in self._runs():
+        rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
+        for run in self._held_runs():
             self.retire(self.version, run)
-        self.base = self._materialise(self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
+        if len(usable) - bases[-1] == 1:  # a base alone holds one row per key
+            load = partial(self._materialise, rows)
+        else:
+            load = partial(self._materialise, self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
+        loader = ThreadPoolExecutor(1, thread_name_prefix="falkirk-restore")
+        self._restoring = loader.submit(_labelled, self.spark, "restore", load)
+        loader.shutdown(wait=False)
         self.base_epoch = epoch
         self.deltas = []
         self.delta_epochs = []
         self.checkpointed_epoch = epoch
         self.version = epoch
+
+
+def _labelled(spark: SparkSession, description: str, work: Callable[[], DataFrame]) -> DataFrame:
+    """``work()`` with its Spark jobs named ``description`` (in a thread of its own)."""
+    spark.sparkContext.setLocalProperty("spark.job.description", description)
+    return work()
