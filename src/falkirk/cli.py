@@ -5,7 +5,9 @@
   ``--json`` prints ``{"frontiers", "notification_frontiers", "resend"}`` instead.
 * ``falkirk demo`` - the clickstream example, killed mid-run with SIGKILL, recovered
   and verified against one Spark batch job;
-* ``falkirk scenarios`` - solves the bundled paper scenarios (examples/scenarios/).
+* ``falkirk scenarios`` - solves the bundled paper scenarios (examples/scenarios/);
+* ``falkirk warm-up`` - builds the JVM's class-data sharing archive (once per
+  installation; Spark sessions then start ~3 s faster, see falkirk.spark.cds).
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warm_up(args: argparse.Namespace) -> int:
+    from falkirk.spark import cds
+
+    built = cds.build()
+    print(f"falkirk: class-data sharing archive: {built or 'none (Spark starts without it)'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="falkirk", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -87,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios", default=str(SCENARIO_DIR), help="directory of scenario files (default: %(default)s)"
     )
     p_sc.set_defaults(run=_scenarios)
+    p_warm = sub.add_parser("warm-up", help="build the JVM class-data sharing archive (faster Spark starts)")
+    p_warm.set_defaults(run=_warm_up)
     return parser
 
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from falkirk.spark import cds
+
 DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
@@ -22,8 +24,10 @@ DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "4g",
     # The JVM's optimising (C2) JIT compiler spent a third of the CPU of a W1 benchmark
     # run on two cores, competing with the tasks; the quick (C1) compiler alone cut
-    # that run's time by a quarter and did not slow W2 (README, Benchmarks). On many
-    # cores, or for runs of hours, pass your own spark.driver.extraJavaOptions.
+    # that run's time by a quarter and did not slow W2. The parallel collector
+    # spends less CPU than G1's concurrent work on two cores. (README, Benchmarks.)
+    # On many cores, or for runs of hours, pass your own spark.driver.extraJavaOptions;
+    # spark_session() adds the class-data sharing archive (falkirk.spark.cds) to these.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
     # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
     # epoch joins it in place; adaptive execution would hide that partitioning from
@@ -60,7 +64,9 @@ def spark_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("FALKIRK_SPARK_MASTER", "local[2]"))
     builder = builder.appName(app).config("spark.pyspark.python", sys.executable)
-    for key, value in {**DEFAULTS, **(conf or {})}.items():
+    defaults = dict(DEFAULTS)
+    defaults["spark.driver.extraJavaOptions"] = f"{DEFAULTS['spark.driver.extraJavaOptions']} {cds.java_options()}".strip()
+    for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
