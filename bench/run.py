@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import shutil
 import statistics
@@ -130,9 +131,13 @@ def epoch_cost(data: Path, key_counts: list[int], epochs: int, rows: int, runs: 
                 spec = {"system": system, "workload": "w2", "policy": policy, "input": str(dirs[keys]),
                         "work": str(scratch / f"state-{system}-{keys}")}
                 result = run_one(spec, log)
-                # Epoch 1 fills the state; the next one still warms the JVM up.
+                # Epoch 1 fills the state; the next one still warms the JVM up. Falkirk
+                # overlaps an epoch's first half with the previous epoch, so a step's own
+                # seconds include waiting for it: its cost per epoch is the interval
+                # between successive steps' ends. SS runs one micro-batch at a time.
                 if system == "falkirk":
-                    per_epoch = result["step_seconds"]["per_key"][2:]
+                    finished = result["step_finished"]["per_key"]
+                    per_epoch = [b - a for a, b in itertools.pairwise(finished[1:])]
                 else:
                     per_epoch = result["epoch_seconds"][2:]
                 results.append({"system": system, "keys": keys, "round": round_no,
@@ -193,6 +198,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--data", type=Path, default=Path("/tmp/falkirk-bench/data"), help="generated input (reused)")
     parser.add_argument("--skip", default="", help="comma-separated: throughput,epochcost,recovery,latency,flink")
+    parser.add_argument("--state-keys", default="4,5,6,7", help="powers of ten of the keys of state in the per-epoch cost "
+                        "(default: %(default)s; 10^7 adds ~15 minutes for 3 rounds)")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     sizes = QUICK if args.quick else Sizes()
@@ -210,22 +217,31 @@ def main() -> None:
     spark.stop()
     report: dict[str, Any] = {"sizes": sizes.__dict__, "runs": args.runs}
 
+    # A skipped section keeps its figures from the previous report in --out (so one
+    # section can be measured again without the others); say so.
+    previous = json.loads((args.out / "report.json").read_text()) if (args.out / "report.json").exists() else {}
+    for section, key in (("throughput", "summary"), ("epochcost", "epoch_cost"), ("recovery", "recovery"), ("latency", "latency")):
+        if section in skip and previous.get(key):
+            print(f"({section}: figures kept from {args.out / 'report.json'})")
+
     results: list[dict[str, Any]] = []
     if "throughput" not in skip:
         print("== throughput ==", flush=True)
         results = throughput(inputs, sizes, args.runs, scratch, log, systems_skip)
         write_csv(args.out / "results.csv", results)
-    summary = summarize(results)
-    write_csv(args.out / "summary.csv", summary)
+        summary = summarize(results)
+        write_csv(args.out / "summary.csv", summary)
+    else:
+        summary = previous.get("summary", [])
 
-    costs: list[dict[str, Any]] = []
+    costs: list[dict[str, Any]] = previous.get("epoch_cost", []) if "epochcost" in skip else []
     if "epochcost" not in skip:
         print("== per-epoch cost of the keyed operator vs state size ==", flush=True)
-        keys = [10**3, 10**4] if args.quick else [10**4, 10**5, 10**6]
+        keys = [10**3, 10**4] if args.quick else [10 ** int(p) for p in args.state_keys.split(",")]
         costs = epoch_cost(args.data, keys, 8, 20_000 if args.quick else 100_000, args.runs, scratch, log)
         write_csv(args.out / "epoch_cost.csv", costs)
 
-    recoveries: list[dict[str, Any]] = []
+    recoveries: list[dict[str, Any]] = previous.get("recovery", []) if "recovery" in skip else []
     timelines: dict[str, Any] = {}
     if "recovery" not in skip:
         print("== recovery time (SIGKILL -> first new output) ==", flush=True)
@@ -238,7 +254,7 @@ def main() -> None:
                 print(f"  round {round_no}: {label}: {r.seconds:.1f} s", flush=True)
         write_csv(args.out / "recovery.csv", recoveries)
 
-    latencies: list[dict[str, Any]] = []
+    latencies: list[dict[str, Any]] = previous.get("latency", []) if "latency" in skip else []
     if "latency" not in skip:
         print("== end-to-end latency at half of each system's maximum rate ==", flush=True)
         files = sorted(inputs["w2"].glob("batch-*.csv"))

@@ -108,6 +108,7 @@ def _run_engine(engine: Engine, service: bool, standby_ready: Path | None = None
         "seconds": time.perf_counter() - start,
         "epoch_seconds": report.epoch_seconds,
         "step_seconds": report.step_seconds,
+        "step_finished": report.step_finished,
     }
 
 

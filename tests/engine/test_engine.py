@@ -219,8 +219,14 @@ def test_epochs_in_flight_give_the_same_result(spark, clicks: Path, tmp_path: Pa
         max_in_flight=3,
         on_epoch=lambda e, _s, r: seen.append(r.in_flight),
     )
-    assert engine.run().epochs == [1, 2, 3, 4, 5]
+    report = engine.run()
+    assert report.epochs == [1, 2, 3, 4, 5]
     assert max(seen) > 1  # epochs did overlap
+    assert {"sessions", "user_stats"} <= report.step_finished.keys()
+    for name, finished in report.step_finished.items():  # a keyed step applies epochs in order
+        assert len(finished) == len(report.step_seconds[name]) == 5
+        if name in ("sessions", "user_stats"):
+            assert finished == sorted(finished), name
     pd.testing.assert_frame_equal(latest_stats(str(tmp_path / "out")), batch_stats(spark, str(clicks)), check_dtype=False)
 
 

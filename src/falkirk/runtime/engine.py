@@ -81,6 +81,10 @@ class RunReport:
     #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
     #: also pays for computing the stateless steps before it.
     step_seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: When each processor's step finished per committed epoch (``time.perf_counter()``).
+    #: With epochs in flight a step's seconds include waiting for the previous epoch;
+    #: the intervals between these instants are what a step costs per epoch.
+    step_finished: dict[str, list[float]] = field(default_factory=dict)
     #: Seconds from planning each committed epoch to its commit (epochs overlap).
     epoch_seconds: list[float] = field(default_factory=list)
 
@@ -98,6 +102,7 @@ class _EpochWork:
     ran: list[str] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    step_finished: dict[str, float] = field(default_factory=dict)
     #: Log and checkpoint writes under way; the epoch is computed once they are done.
     writes: list[Future[None]] = field(default_factory=list)
 
@@ -382,7 +387,8 @@ class Engine:
                     if p.policy.logs_outputs:
                         self._write_later(work, f"{p.name}.{port} e{epoch}", self._write_log, df, f"{p.name}.{port}", epoch, work.batch)
                 self._persist(p, epoch, inputs, work)
-                work.step_seconds[p.name] = time.perf_counter() - step_started
+                work.step_finished[p.name] = time.perf_counter()
+                work.step_seconds[p.name] = work.step_finished[p.name] - step_started
                 work.ran.append(p.name)
                 done = self._done.get((p.name, epoch))
                 if done is not None:
@@ -421,6 +427,7 @@ class Engine:
         self.report.epoch_seconds.append(time.perf_counter() - work.started)
         for name, seconds in work.step_seconds.items():
             self.report.step_seconds.setdefault(name, []).append(seconds)
+            self.report.step_finished.setdefault(name, []).append(work.step_finished[name])
         self.report.last_records = work.records
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)
