@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("/tmp/falkirk-bench/data"), help="generated input (reused)")
     parser.add_argument("--skip", default="", help="comma-separated: throughput,epochcost,recovery,latency,flink")
     parser.add_argument("--state-keys", default="4,5,6,7", help="powers of ten of the keys of state in the per-epoch cost "
-                        "(default: %(default)s; 10^7 adds ~15 minutes for 3 rounds)")
+                        "(default: %(default)s; 10^7 adds ~30 minutes for 3 rounds, mostly SS)")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     sizes = QUICK if args.quick else Sizes()
