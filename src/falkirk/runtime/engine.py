@@ -38,11 +38,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from falkirk.graph import FullHistory, GraphError, Pipeline, Processor
-from falkirk.recovery import CheckpointMeta, DecisionKind, Monitor, Topology
-from falkirk.runtime import rollback, schemas
+from falkirk.recovery import CheckpointMeta, Monitor, Topology
+from falkirk.runtime import garbage, rollback, schemas
 from falkirk.runtime.epochs import EPOCHS, down, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
-from falkirk.spark.files import data_files, write_parquet
+from falkirk.runtime.report import RunReport
+from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.spark.operators import (
     aggregate_merge,
@@ -59,34 +60,6 @@ from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.time import Frontier
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class RunReport:
-    """What a run did, for people (the demo) and tests."""
-
-    epochs: list[int] = field(default_factory=list)
-    checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
-    recovered: dict[str, int] | None = None
-    recovery_reasons: dict[str, str] = field(default_factory=dict)
-    resent: dict[str, list[int]] = field(default_factory=dict)
-    collected_files: int = 0
-    #: Input records of the last epoch (as the sources count them, 0 if unknown).
-    last_records: int = 0
-    #: Epochs being computed when the last one committed (itself included).
-    in_flight: int = 1
-    #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
-    partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
-    #: Seconds each processor's step took per committed epoch, persisting included.
-    #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
-    #: also pays for computing the stateless steps before it.
-    step_seconds: dict[str, list[float]] = field(default_factory=dict)
-    #: When each processor's step finished per committed epoch (``time.perf_counter()``).
-    #: With epochs in flight a step's seconds include waiting for the previous epoch;
-    #: the intervals between these instants are what a step costs per epoch.
-    step_finished: dict[str, list[float]] = field(default_factory=dict)
-    #: Seconds from planning each committed epoch to its commit (epochs overlap).
-    epoch_seconds: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -557,48 +530,20 @@ class Engine:
 
     def _collect(self, decisions: list[Any]) -> None:
         lw = {p: epoch_of(f) for p, f in self.monitor.low_watermarks.items()}
-        forget_ckpt: list[tuple[str, Frontier]] = []
-        forget_state: list[tuple[str, int]] = []
-        forget_logs: list[tuple[str, int]] = []
-        for d in decisions:
-            if d.kind is DecisionKind.COLLECT_CHECKPOINTS:
-                forget_ckpt += [(d.processor, f) for f in d.frontiers]
-                chain = self.store.state_files(d.processor)
-                bases = [t for t, kind, _ in chain if kind == "base" and t <= lw[d.processor]]
-                if bases:
-                    forget_state += [(d.processor, t) for t, _, _ in chain if t < max(bases)]
-            elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
-                key = d.edge.split(">")[0]
-                src, port = key.split(".")
-                upto = min(lw[q.name] for q in self.pipeline.consumers(src, port))
-                forget_logs += [(key, t) for t in self.store.logs(key) if t <= upto]
-        if forget_ckpt or forget_state or forget_logs:
+        forget = garbage.forgettable(decisions, lw, self.store, self.pipeline)
+        if any(forget):
             crash_point("gc.before")
-            self._delete(self.store.forget(logs=sorted(set(forget_logs)), state=forget_state, checkpoints=forget_ckpt))
+            logs, state, checkpoints = forget
+            self._delete(self.store.forget(logs=logs, state=state, checkpoints=checkpoints))
 
     def _area(self, area: str, owner: str) -> str:
         """The directory of one log or checkpoint series under the root."""
         return self.fs.join(self.root, area, owner)
 
     def _delete(self, files: list[StoredFile]) -> None:
-        # Each write has its own directory (write_parquet): delete it once it holds
-        # no committed part file any more.
-        parents: set[str] = set()
-        for f in files:
-            self.fs.delete(f.path)
-            parents.add(f.path.rsplit("/", 1)[0])
-        for parent in parents:
-            if not data_files(self.fs, parent):
-                self.fs.delete(parent)
+        garbage.delete(self.fs, files)
         self.report.collected_files += len(files)
 
     def _sweep_garbage(self) -> None:
         """Delete data directories no commit names (work of a crashed attempt)."""
-        referenced = {f.rsplit("/", 1)[0] for f in self.store.referenced_files()}
-        for area in ("logs", "checkpoints"):
-            for owner, owner_is_dir in self.fs.children(self.fs.join(self.root, area)):
-                if not owner_is_dir:
-                    continue
-                for d, is_dir in self.fs.children(owner):
-                    if is_dir and d not in referenced:
-                        self.fs.delete(d)
+        garbage.sweep(self.fs, self.root, self.store)

@@ -3,7 +3,7 @@
 Kept apart from the epoch loop (:mod:`falkirk.runtime.engine`): everything here runs
 while no epoch is in flight. The solver chooses the frontiers; this module undoes the
 committed work above them, restores or replays keyed state, and records what it chose
-and why (INFO log and :class:`~falkirk.runtime.engine.RunReport`).
+and why (INFO log and :class:`~falkirk.runtime.report.RunReport`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,33 @@
+"""What a run did: :class:`RunReport`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunReport:
+    """What a run did, for people (the demo) and tests."""
+
+    epochs: list[int] = field(default_factory=list)
+    checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
+    recovered: dict[str, int] | None = None
+    recovery_reasons: dict[str, str] = field(default_factory=dict)
+    resent: dict[str, list[int]] = field(default_factory=dict)
+    collected_files: int = 0
+    #: Input records of the last epoch (as the sources count them, 0 if unknown).
+    last_records: int = 0
+    #: Epochs being computed when the last one committed (itself included).
+    in_flight: int = 1
+    #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
+    partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+    #: Seconds each processor's step took per committed epoch, persisting included.
+    #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
+    #: also pays for computing the stateless steps before it.
+    step_seconds: dict[str, list[float]] = field(default_factory=dict)
+    #: When each processor's step finished per committed epoch (``time.perf_counter()``).
+    #: With epochs in flight a step's seconds include waiting for the previous epoch;
+    #: the intervals between these instants are what a step costs per epoch.
+    step_finished: dict[str, list[float]] = field(default_factory=dict)
+    #: Seconds from planning each committed epoch to its commit (epochs overlap).
+    epoch_seconds: list[float] = field(default_factory=list)
