@@ -488,8 +488,9 @@ def test_reference_reads_the_lexicographic_shorthand() -> None:
 # -- survivors of sequence-number graphs (section 4.4) -------------------------------------
 
 SEQ_SURVIVOR_DEFAULTS = {
-    # u has not failed and lists ⊤ with defaults: φ(e)(⊤) = ∅ (recorded) and therefore
-    # D̄(e, ⊤) = ∅, "everything sent was logged", while nothing is logged.
+    # u has not failed and lists ⊤ with defaults: φ(e)(⊤) = ⊤ (every projection maps ⊤
+    # to ⊤) and D̄(e, ⊤) = φ = ⊤: u logged nothing, so a receiver that rolled back
+    # needs u to roll back too.
     "processors": {"u": {"domain": "seq"}, "x": {"domain": "seq"}},
     "edges": {"e": {"src": "u", "dst": "x", "projection": "recorded"}},
     "checkpoints": {
@@ -499,21 +500,19 @@ SEQ_SURVIVOR_DEFAULTS = {
 }
 
 
-def test_seq_survivor_defaults_follow_the_spec_literally() -> None:
-    # Solver and reference agree (with a monotonicity warning): x restarts from ∅ and
-    # nothing is re-sent on e although u sent e:0..3 and logged none of them.
+def test_seq_survivor_defaults_do_not_lose_messages() -> None:
+    # x failed at ↓{e:3}; u keeps ⊤ only if x keeps everything u sent, which it cannot:
+    # u goes back to ↓{in:3}, which sent exactly e:0..3, and x keeps ↓{e:3}. (With the
+    # old default φ(⊤) = ∅ the format answered u = ⊤, x = ∅ and re-sent nothing: the
+    # messages e:0..3 were lost.)
     plan = plan_of(SEQ_SURVIVOR_DEFAULTS)
     out = output(plan)
     assert check(SEQ_SURVIVOR_DEFAULTS, out) == []
-    assert frontiers(out) == {"u": "top", "x": []} and out["resend"] == {"e": []}
-    assert plan.warnings
+    assert frontiers(out) == {"u": [["in", 3]], "x": [["e", 3]]}
+    assert not plan.warnings
 
 
-def test_seq_survivor_api_defaults_do_not_lose_messages() -> None:
-    # The scenario format keeps the literal default D̄ = φ (and warns, above);
-    # the programmatic default for a survivor (CheckpointMeta.current, used by
-    # Monitor.recover) assumes a recorded edge without stored values discarded
-    # everything, so nothing is lost: u keeps ↓{in:3}, x keeps ↓{e:3}.
+def test_seq_survivor_api_defaults_agree_with_the_format() -> None:
     scenario = parse_scenario(SEQ_SURVIVOR_DEFAULTS)
     topo = scenario.topology
     available = {
@@ -522,6 +521,32 @@ def test_seq_survivor_api_defaults_do_not_lose_messages() -> None:
     }
     plan = solve(topo, available)
     assert frontiers(output(plan)) == {"u": [["in", 3]], "x": [["e", 3]]}
+
+
+def test_live_sequence_number_chain_is_not_rolled_back() -> None:
+    # Finding 7 of the data-loss review: src (epoch) -> s1 (seq) -> s2 (seq), both edges
+    # recorded, every processor alive ("top" last) and no values stored at ⊤. Nothing
+    # failed, so nothing may roll back; the answer used to be ∅ everywhere.
+    doc = {
+        "processors": {"src": {"domain": "epoch"}, "s1": {"domain": "seq"}, "s2": {"domain": "seq"}},
+        "edges": {"a": {"src": "src", "dst": "s1", "projection": "recorded"},
+                  "b": {"src": "s1", "dst": "s2", "projection": "recorded"}},
+        "checkpoints": {
+            "src": [{"frontier": [2], "projected": {"a": [["a", 5]]}}, {"frontier": "top"}],
+            "s1": [{"frontier": [["a", 5]], "projected": {"b": [["b", 3]]}}, {"frontier": "top"}],
+            "s2": [{"frontier": [["b", 3]]}, {"frontier": "top"}],
+        },
+    }
+    plan = plan_of(doc)
+    assert frontiers(output(plan)) == {"src": "top", "s1": "top", "s2": "top"}
+    assert not plan.warnings  # monotone: no exhaustive search
+    assert check(doc, output(plan)) == []
+    # only s2 failed: it keeps its checkpoint; its senders log nothing, so each rolls
+    # back to the checkpoint that sent exactly what its receiver kept
+    doc["checkpoints"]["s2"].pop()
+    out = output(plan_of(doc))
+    assert check(doc, out) == []
+    assert frontiers(out) == {"src": [2], "s1": [["a", 5]], "s2": [["b", 3]]}
 
 
 # -- the monitor -------------------------------------------------------------------------

@@ -136,3 +136,20 @@ def test_generated_corpus_agrees_with_brute_force() -> None:
     for i in range(400):
         doc = random_scenario(rng, DOMAINS[i % len(DOMAINS)], chains=True)
         assert run(doc) == solve_all(doc).output, doc
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_e_nothing_failed_means_nothing_rolls_back(domain: str, data: st.DataObject) -> None:
+    """(e) When no processor failed (each lists its live state ⊤ last, with default
+    metadata), the answer is ⊤ everywhere, whatever the projections and stored values:
+    φ(⊤) = ⊤ for every projection, so no default at ⊤ can make φ non-monotone."""
+    doc = copy.deepcopy(data.draw(scenarios(domain, chains=data.draw(st.booleans()))))
+    checkpoints = doc.setdefault("checkpoints", {})
+    for p in doc["processors"]:
+        entries = [e for e in checkpoints.get(p, []) if e["frontier"] != "top"]
+        checkpoints[p] = [*entries, {"frontier": "top"}]
+    out = run(doc)
+    assert all(f == "top" for f in out["frontiers"].values()), out["frontiers"]
+    assert solve_all(doc).output["frontiers"] == out["frontiers"]

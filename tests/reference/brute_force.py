@@ -481,7 +481,9 @@ class Model:
             if e.name in pr:
                 projected[e.name] = parse_frontier(ddom, pr[e.name])
             elif e.kind == "recorded":
-                projected[e.name] = empty(ddom)
+                # Nothing stored: ∅ is safe, except at ⊤, which every projection maps
+                # to ⊤ (a processor that has not failed keeps everything it sent).
+                projected[e.name] = top(ddom) if f.top else empty(ddom)
             else:
                 projected[e.name] = apply_projection_function(e.kind, dom, ddom, f)
             if e.name in ds:

@@ -576,22 +576,22 @@ def test_recorded_at_a_frontier_that_is_not_a_checkpoint():
     assert frontier_to_json(m.phi(e2, F(EPOCH, "top"))) == [["e2", 7]]  # listed ⊤
 
 
-def test_recorded_without_projected_is_empty_even_at_top():
+def test_recorded_without_projected_is_empty_below_top_and_top_at_top():
     sc = {
         "processors": {"p": {"domain": "epoch"}, "q": {"domain": "epoch"}},
         "edges": {"e": {"src": "p", "dst": "q", "projection": "recorded"}},
-        "checkpoints": {"p": [{"frontier": "top"}], "q": [{"frontier": [2]}]},
+        "checkpoints": {"p": [{"frontier": [1]}, {"frontier": "top"}], "q": [{"frontier": [2]}]},
     }
-    # φ(e)(⊤) = ∅ (nothing recorded); D̄ = projected = ∅ so p keeps ⊤; (2) ↓2 ⊄ ∅: q = ∅
+    # φ(e)(⊤) = ⊤ = D̄(e, ⊤): p keeps ⊤ only if q does, and q failed. At ↓1 nothing is
+    # stored: φ = D̄ = ∅, so p keeps ↓1 while q must go to ∅ ((2): ↓2 ⊄ ∅).
     r = solve_all(sc)
-    assert frontiers_of(r) == [{"p": [], "q": []}, {"p": "top", "q": []}]
-    # q with nothing delivered and no notifications can keep ↓2, with f_n(q) = ↓2 ∩ ∅
+    assert r.output["frontiers"] == {"p": [1], "q": []}
+    # q with nothing delivered and no notifications can keep ↓2
     sc["checkpoints"]["q"] = [{"frontier": [2], "delivered": {"e": []}, "notifications": []}]
-    assert solve_all(sc).output == {
-        "frontiers": {"p": "top", "q": [2]},
-        "notification_frontiers": {"p": "top", "q": []},
-        "resend": {"e": []},
-    }
+    assert solve_all(sc).output["frontiers"] == {"p": [1], "q": [2]}
+    # both alive: nothing rolls back
+    sc["checkpoints"]["q"].append({"frontier": "top"})
+    assert solve_all(sc).output["frontiers"] == {"p": "top", "q": "top"}
 
 
 def test_explicit_projected_overrides_identity_at_its_checkpoint():

@@ -75,8 +75,20 @@ def test_feedback_increments_the_iteration() -> None:
 
 def test_recorded_and_empty_are_safe_defaults() -> None:
     assert Recorded(E, S)(down(E, 3)).is_empty
-    assert Recorded(E, S)(TOP_E).is_empty
-    assert Empty(E, E)(TOP_E).is_empty
+    assert Empty(E, E)(down(E, 3)).is_empty
+
+
+@pytest.mark.parametrize(
+    "phi",
+    [Identity(E), Recorded(E, S), Empty(E, E), LoopEntry(E, L), LoopExit(L, E), Feedback(P),
+     EpochToSeq("e", {1: 4}), SeqToEpoch("e", {1: 4})],
+    ids=lambda phi: phi.kind,
+)
+def test_every_projection_maps_top_to_top(phi) -> None:  # type: ignore[no-untyped-def]
+    # A processor that has not failed (⊤) keeps everything it sent: its receivers may
+    # keep everything they got. A default of ∅ at ⊤ made φ non-monotone and rolled
+    # back processors that never failed (issue: data loss, finding 7).
+    assert phi(Frontier.top(phi.source)).is_top
 
 
 def test_translators() -> None:

@@ -70,7 +70,9 @@ class CheckpointMeta:
 
         * ``notifications`` = f (∅ in a sequence-number domain, which has none);
         * ``delivered[d]`` = f (in a sequence-number domain: f's part on edge d);
-        * ``projected[e]`` = φ(e)(f) (∅ for a recorded projection);
+        * ``projected[e]`` = φ(e)(f) (for a recorded projection ∅, the safe default,
+          except at f = ⊤: a processor that has not failed keeps everything it sent,
+          so every projection maps ⊤ to ⊤);
         * ``discarded[e]`` = ``projected[e]`` (nothing logged, everything discarded);
           for a recorded edge without a stored ``projected`` value that would claim
           nothing was discarded, so the default is ⊤ (anything may be missing);
@@ -107,7 +109,7 @@ class CheckpointMeta:
         for name, edge in outs.items():
             target = topology.domains[edge.dst]
             proj = (projected or {}).get(name)
-            unknown = proj is None and edge.projection.recorded
+            unknown = proj is None and edge.projection.recorded and not frontier.is_top
             if proj is None:
                 proj = edge.projection(frontier)
             _same(proj, target, f"{where}: projected[{name!r}]")

@@ -135,11 +135,11 @@ def _checkpoint(topology: Topology, p: str, k: int, entry: object) -> Checkpoint
         if edge.name in discarded:
             continue
         # The format's default is D̄ = φ literally (docs/scenarios.md), also where a
-        # recorded edge stores no value and φ is therefore ∅.
+        # recorded edge stores no value and φ is therefore ∅ (⊤ at ⊤).
         value = projected.get(edge.name)
         if value is None:
             value = edge.projection(frontier)
-            if edge.projection.recorded and not frontier.is_empty:
+            if edge.projection.recorded and not frontier.is_empty and not frontier.is_top:
                 logger.warning(
                     "scenario %s: recorded edge %r has neither 'projected' nor 'discarded'; "
                     "the format's default D̄ = φ = ∅ says nothing sent on it was discarded. "

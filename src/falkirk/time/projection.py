@@ -6,8 +6,10 @@ produce any message on e with a time in φ(e)(f) by processing an event outside 
 (section 3.2). Rolling q back to φ(e)(f) is therefore safe while p rolls back to at
 least f. Larger projections preserve more work; ∅ is always safe.
 
-Every projection is monotone (f ⊆ g implies φ(f) ⊆ φ(g)), maps ∅ to ∅, and - except
-:class:`Recorded` and :class:`Empty` - maps ⊤ to ⊤.
+Every projection is monotone (f ⊆ g implies φ(f) ⊆ φ(g)), maps ∅ to ∅ and maps ⊤ to ⊤:
+⊤ is the live state of a processor that has not failed, which keeps everything it sent,
+so its receivers may keep everything they received (section 4.4). No projection's value
+at ⊤ is a default that could make it non-monotone.
 
 | class | use |
 |---|---|
@@ -70,13 +72,10 @@ class Projection(ABC):
                 f"got {f!r} in {f.domain!r}"
             )
         if f.maxima is None:
-            return self._top()
+            return Frontier.top(self.target)
         if not f.maxima:
             return Frontier.empty(self.target)
         return self._apply(f.maxima)
-
-    def _top(self) -> Frontier:
-        return Frontier.top(self.target)
 
     @abstractmethod
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
@@ -113,7 +112,8 @@ class Identity(Projection):
 
 @dataclass(frozen=True, slots=True)
 class Empty(Projection):
-    """φ(f) = ∅ for every f: the always-safe, least useful projection."""
+    """φ(f) = ∅ for every finite f (and ⊤ for ⊤, like every projection): the
+    always-safe, least useful projection."""
 
     src: Domain
     dst: Domain
@@ -130,9 +130,6 @@ class Empty(Projection):
     def kind(self) -> str:
         return "empty"
 
-    def _top(self) -> Frontier:
-        return Frontier.empty(self.dst)
-
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         return Frontier.empty(self.dst)
 
@@ -141,9 +138,9 @@ class Empty(Projection):
 class Recorded(Projection):
     """Values recorded explicitly with each checkpoint (section 3.2, sequence numbers).
 
-    The object alone knows no values: applied to a frontier it returns ∅, the safe
-    default for a checkpoint that stored none. The recovery layer looks up the
-    stored value instead."""
+    The object alone knows no values: applied to a finite frontier it returns ∅, the
+    safe default for a checkpoint that stored none, and ⊤ for ⊤ (a live processor keeps
+    everything it sent). The recovery layer looks up the stored value instead."""
 
     src: Domain
     dst: Domain
@@ -160,9 +157,6 @@ class Recorded(Projection):
     @property
     def kind(self) -> str:
         return "recorded"
-
-    def _top(self) -> Frontier:
-        return Frontier.empty(self.dst)
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         return Frontier.empty(self.dst)
