@@ -110,3 +110,23 @@ def test_a_restore_loads_in_the_background_and_a_corrupt_file_fails_its_first_us
     broken.restore(chain, 1)  # returns: the rows are read in the background
     with pytest.raises(Exception, match=r"(?i)parquet"):
         broken.df.collect()
+
+
+def _estimated_bits(df) -> int:  # type: ignore[no-untyped-def]
+    return int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()).bit_length()
+
+
+def test_plan_statistics_stay_bounded_over_many_epochs(spark: SparkSession) -> None:
+    """Finding 8 of the data-loss review: each run inherited the size estimate of the
+    join that computed it (a product), so the estimate's digits doubled every epoch
+    and planning became exponentially slow after ~25 epochs. Every run, and an epoch's
+    lookup plan, must be estimated from the current runs only."""
+    state = KeyedState(spark, ["k"], SCHEMA, compact_every=4)
+    batch = spark.range(20).selectExpr("id AS k")
+    for epoch in range(1, 41):
+        merged = state.with_stored(state.partitioned(batch)).selectExpr("k", "coalesce(v, 0) + 1 AS v")
+        state.apply(merged, None, epoch, partitioned=True)
+        assert max(_estimated_bits(run) for run in state._runs()) <= 64, f"epoch {epoch}"
+    lookup = state.with_stored(state.partitioned(batch))
+    assert _estimated_bits(lookup) <= 64 * (len(state._runs()) + 2)
+    assert live(state) == {k: 40 for k in range(20)}

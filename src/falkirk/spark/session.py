@@ -26,9 +26,12 @@ DEFAULTS: dict[str, str] = {
     # run on two cores, competing with the tasks; the quick (C1) compiler alone cut
     # that run's time by a quarter and did not slow W2. The parallel collector
     # spends less CPU than G1's concurrent work on two cores. (README, Benchmarks.)
+    # Spark's generated code fills C1's default 48 MB code cache after a few minutes of
+    # epochs; the JIT then stops compiling for good ("CodeCache is full. Compiler has
+    # been disabled") and every later epoch runs interpreted: 256 MB holds it.
     # On many cores, or for runs of hours, pass your own spark.driver.extraJavaOptions;
     # spark_session() adds the class-data sharing archive (falkirk.spark.cds) to these.
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:ReservedCodeCacheSize=256m",
     # Keyed state is kept hash-partitioned by key (falkirk.spark.state) so that an
     # epoch joins it in place; adaptive execution would hide that partitioning from
     # the planner and reshuffle the whole state every epoch.

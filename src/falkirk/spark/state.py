@@ -58,8 +58,39 @@ STORAGE = StorageLevel(useDisk=True, useMemory=True, useOffHeap=False, deseriali
 def materialise(df: DataFrame) -> DataFrame:
     """``df`` computed now and kept in the executors, its lineage truncated
     (``localCheckpoint``): its blocks are never in the driver, and losing them is a
-    processor failure that recovery repairs from checkpoints."""
-    return df.localCheckpoint(eager=True, storageLevel=STORAGE)
+    processor failure that recovery repairs from checkpoints.
+
+    The result's plan is a leaf with Spark's default size estimate, so planning a
+    later epoch costs what its own operators cost, whatever came before. (Spark
+    gives a checkpointed DataFrame the statistics of the plan it was computed from;
+    a join's estimated size is the product of its inputs' sizes, and each epoch's
+    delta was computed by joining the previous runs, so the estimate of the n-th run
+    had about 2^n digits and planning an epoch took twice as long as the one before:
+    minutes per epoch after ~25 epochs.)"""
+    return forget_statistics(df.localCheckpoint(eager=True, storageLevel=STORAGE))
+
+
+def forget_statistics(df: DataFrame) -> DataFrame:
+    """``df`` (a checkpointed DataFrame: a plan that is one ``LogicalRDD``) with the
+    statistics of the plan it was computed from dropped: the same RDD, partitioning
+    and ordering, estimated at Spark's default size (``spark.sql.defaultSizeInBytes``)."""
+    spark = df.sparkSession
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        raise TypeError(f"internal: expected a checkpointed DataFrame, got a plan {plan.getClass().getName()}")
+    none = spark._jvm.scala.Option.empty()
+    bare = plan.copy(
+        plan.output(),
+        plan.rdd(),
+        plan.outputPartitioning(),
+        plan.outputOrdering(),
+        plan.isStreaming(),
+        plan.stream(),
+        spark._jsparkSession,
+        none,  # originStats
+        none,  # originConstraints
+    )
+    return DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, bare), spark)
 
 
 def quote(name: str) -> str:
