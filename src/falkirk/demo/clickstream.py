@@ -20,10 +20,11 @@ Policies (a mix that shows the solver at work, and what each costs):
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline, Policy, Source
@@ -51,8 +52,9 @@ def _blank(column: str) -> Column:
     return F.col(column).isNull() | (F.trim(F.col(column)) == "")
 
 
-def parse(df: DataFrame) -> DataFrame:
-    return df.select("sess_id", "user_id", F.trim(F.col("ts")).try_cast("long").alias("ts"), "event")
+def parse(df: DataFrame, *, keep: Sequence[str] = ()) -> DataFrame:
+    """Typed rows of valid input (``keep``: columns passed through first)."""
+    return df.select(*keep, "sess_id", "user_id", F.trim(F.col("ts")).try_cast("long").alias("ts"), "event")
 
 
 def rejected_rows(df: DataFrame) -> DataFrame:
@@ -161,30 +163,70 @@ def build_pipeline(
     return p
 
 
-def batch_stats(spark: SparkSession, input_dir: str) -> pd.DataFrame:
-    """The same query as one plain Spark batch job over all the input (the reference
-    the streaming result is checked against): final stats per user."""
-    raw = spark.read.schema(RAW_SCHEMA).options(**CSV_OPTIONS).csv(str(Path(input_dir)))
-    valid = parse(check_rows(raw).filter(F.col("reason").isNull()))
-    starts = valid.filter(F.col("event") == "start").groupBy("sess_id").agg(
+def input_by_epoch(spark: SparkSession, input_dir: str, files_per_epoch: int = 1) -> DataFrame:
+    """Every input row with the epoch that reads it (column ``epoch``): the files of
+    ``input_dir`` in name order, ``files_per_epoch`` per epoch, names starting with
+    ``.`` or ``_`` ignored - the cut :class:`~falkirk.io.FileSource` makes."""
+    names = sorted(p.name for p in Path(input_dir).iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    frames = [
+        spark.read.schema(RAW_SCHEMA)
+        .options(**CSV_OPTIONS)
+        .option("__globPaths__", "false")  # names are literal, as FileSource reads them
+        .csv(str(Path(input_dir) / name))
+        .withColumn("epoch", F.lit(i // files_per_epoch + 1).cast("long"))
+        for i, name in enumerate(names)
+    ]
+    if not frames:
+        return spark.createDataFrame([], f"{RAW_SCHEMA}, epoch long")
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def batch_output(spark: SparkSession, input_dir: str, files_per_epoch: int = 1) -> pd.DataFrame:
+    """The whole output the streaming query must produce, computed by one plain Spark
+    batch job over all the input (the reference crash tests compare with): for every
+    user and every epoch in which one of the user's sessions ended, the user's stats
+    over all sessions ended so far. A session ends in the epoch in which both its
+    start and its end have arrived; its duration is its earliest start's ts to its
+    latest end's ts among the events that arrived by then. Columns and types as the
+    OUT table: ``user_id, sessions, max_duration, avg_duration, epoch``."""
+    raw = input_by_epoch(spark, input_dir, files_per_epoch)
+    valid = parse(check_rows(raw).filter(F.col("reason").isNull()), keep=["epoch"])
+    event = F.col("event")
+    first_start = valid.filter(event == "start").groupBy("sess_id").agg(F.min("epoch").alias("s"))
+    first_end = valid.filter(event == "end").groupBy("sess_id").agg(F.min("epoch").alias("e"))
+    ended = first_start.join(first_end, "sess_id").select("sess_id", F.greatest("s", "e").alias("ended"))
+    seen = valid.join(ended, "sess_id").filter(F.col("epoch") <= F.col("ended"))
+    starts = seen.filter(event == "start").groupBy("sess_id", "ended").agg(
         F.min_by("user_id", "ts").alias("user_id"), F.min("ts").alias("start_ts")
     )
-    ends = valid.filter(F.col("event") == "end").groupBy("sess_id").agg(F.max("ts").alias("end_ts"))
-    sessions = starts.join(ends, "sess_id").select("user_id", (F.col("end_ts") - F.col("start_ts")).cast("double").alias("d"))
-    stats = sessions.groupBy("user_id").agg(
-        F.count(F.lit(1)).alias("sessions"), F.max("d").alias("max_duration"), F.avg("d").alias("avg_duration")
+    ends = seen.filter(event == "end").groupBy("sess_id").agg(F.max("ts").alias("end_ts"))
+    sessions = starts.join(ends, "sess_id").select(
+        "user_id", F.col("ended").alias("epoch"), (F.col("end_ts") - F.col("start_ts")).cast("double").alias("d")
+    )
+    per_epoch = sessions.groupBy("user_id", "epoch").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("d").alias("total"), F.max("d").alias("longest")
+    )
+    so_far = Window.partitionBy("user_id").orderBy("epoch").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    stats = per_epoch.select(
+        "user_id",
+        F.sum("n").over(so_far).cast("long").alias("sessions"),
+        F.max("longest").over(so_far).alias("max_duration"),
+        (F.sum("total").over(so_far) / F.sum("n").over(so_far)).alias("avg_duration"),
+        F.col("epoch").cast("long").alias("epoch"),
     )
     result: pd.DataFrame = stats.toPandas()
-    return result.sort_values("user_id").reset_index(drop=True)
+    return result.sort_values(["user_id", "epoch"]).reset_index(drop=True)
 
 
-def latest_stats(output_dir: str) -> pd.DataFrame:
-    """The latest row per user of the streaming output."""
-    out = pd.read_parquet(output_dir)
-    if out.empty:
-        return out
-    latest = out.sort_values("epoch").groupby("user_id", as_index=False).tail(1)
-    return latest.drop(columns=["epoch"]).sort_values("user_id").reset_index(drop=True)
+def batch_rejected(spark: SparkSession, input_dir: str) -> pd.DataFrame:
+    """Every row the query must reject, as the REJ table holds it (one plain Spark
+    batch job over all the input)."""
+    raw = input_by_epoch(spark, input_dir).drop("epoch")
+    result: pd.DataFrame = rejected_rows(check_rows(raw).filter(F.col("reason").isNotNull())).toPandas()
+    return result
 
 
 def write_input(
@@ -230,7 +272,8 @@ def write_input(
 
 
 def expected_rejections(input_dir: str) -> int:
-    """Rows a correct run must reject (a plain-Python count, independent of Spark)."""
+    """Rows a correct run must reject: a plain-Python count, independent of Spark and
+    of :func:`check_rows` (a cross-check of :func:`batch_rejected`)."""
     n = 0
     for path in sorted(Path(input_dir).iterdir()):
         if path.name.startswith((".", "_")):

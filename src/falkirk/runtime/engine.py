@@ -541,7 +541,7 @@ class Engine:
         return self.fs.join(self.root, area, owner)
 
     def _delete(self, files: list[StoredFile]) -> None:
-        garbage.delete(self.fs, files)
+        garbage.delete(self.fs, self.root, files)
         self.report.collected_files += len(files)
 
     def _sweep_garbage(self) -> None:

@@ -42,22 +42,31 @@ def forgettable(
     return sorted(set(logs)), state, checkpoints
 
 
-def delete(fs: FileSystem, files: list[StoredFile]) -> None:
-    """Delete forgotten files, and each write's directory (write_parquet gives every
-    write its own) once it holds no committed part file any more."""
+#: The areas of a storage root that hold write directories (see write_parquet).
+AREAS = ("logs", "checkpoints")
+
+
+def delete(fs: FileSystem, root: str, files: list[StoredFile]) -> None:
+    """Delete forgotten log and checkpoint files, and each one's write directory
+    (``<root>/<area>/<owner>/<write>/``: write_parquet gives every write its own) once
+    it holds no part file any more. No other directory is ever removed: a file outside
+    those write directories (a sink's table holds its epoch files in the table
+    itself) is deleted alone - deleting its folder once removed a whole output table."""
     parents: set[str] = set()
     for f in files:
         fs.delete(f.path)
         parents.add(f.path.rsplit("/", 1)[0])
+    areas = {fs.join(root, area) for area in AREAS}
     for parent in parents:
-        if not data_files(fs, parent):
+        owner = parent.rsplit("/", 1)[0]
+        if owner.rsplit("/", 1)[0] in areas and not data_files(fs, parent):
             fs.delete(parent)
 
 
 def sweep(fs: FileSystem, root: str, store: MetaStore) -> None:
     """Delete the log and checkpoint directories under ``root`` that no commit names."""
     referenced = {f.rsplit("/", 1)[0] for f in store.referenced_files()}
-    for area in ("logs", "checkpoints"):
+    for area in AREAS:
         for owner, owner_is_dir in fs.children(fs.join(root, area)):
             if not owner_is_dir:
                 continue

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -75,10 +76,11 @@ def forget_statistics(df: DataFrame) -> DataFrame:
     statistics of the plan it was computed from dropped: the same RDD, partitioning
     and ordering, estimated at Spark's default size (``spark.sql.defaultSizeInBytes``)."""
     spark = df.sparkSession
+    jvm: Any = spark._jvm  # py4j: Spark has no Python API for a plan's statistics
     plan = df._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() != "LogicalRDD":
         raise TypeError(f"internal: expected a checkpointed DataFrame, got a plan {plan.getClass().getName()}")
-    none = spark._jvm.scala.Option.empty()
+    none = jvm.scala.Option.empty()
     bare = plan.copy(
         plan.output(),
         plan.rdd(),
@@ -90,7 +92,7 @@ def forget_statistics(df: DataFrame) -> DataFrame:
         none,  # originStats
         none,  # originConstraints
     )
-    return DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, bare), spark)
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, bare), spark)
 
 
 def quote(name: str) -> str:

@@ -275,14 +275,16 @@ class MetaStore:
         sinks: Iterable[tuple[str, int]] = (),
     ) -> list[StoredFile]:
         """Delete records in one transaction (garbage collection, or work invalidated
-        by a rollback); returns the files they named, to be deleted after."""
+        by a rollback); returns the log and checkpoint files they named, to be deleted
+        after. A sink commit's files belong to the sink's table: forgetting the record
+        leaves them (a rolled-back epoch is replaced when it is written again)."""
         files: list[StoredFile] = []
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", list(sinks))
             for table, key_cols, keys in (
                 ("message_logs", ("edge", "epoch"), list(logs)),
                 ("state_files", ("processor", "epoch"), list(state)),
-                ("sink_commits", ("sink", "epoch"), list(sinks)),
                 (
                     "checkpoints",
                     ("processor", "frontier"),
