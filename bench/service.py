@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -158,13 +157,13 @@ def _epochs_of(spec: dict[str, Any], work: Path, arrivals: dict[str, float]) -> 
     or Structured Streaming's file-source log."""
     found: dict[str, int] = {}
     if spec["system"] == "falkirk":
-        db = work / "state" / "meta.sqlite"
-        if not db.exists():
+        log = work / "epochs.jsonl"  # written by bench/systems.py as epochs commit
+        if not log.exists():
             return found
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            for epoch, raw in con.execute("SELECT epoch, offsets FROM source_offsets"):
-                for name in json.loads(raw):
-                    found[str(work / "in" / name)] = epoch
+        for line in log.read_text().splitlines():
+            item = json.loads(line)
+            for name in item["files"]:
+                found[str(work / "in" / name)] = int(item["epoch"])
     else:
         log = work / "checkpoint" / "sources" / "0"
         if not log.exists():

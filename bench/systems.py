@@ -12,6 +12,7 @@ excluded, reported separately by the runner). Outputs go under ``work``.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -96,8 +97,19 @@ def falkirk_w2(
 
 def _run_engine(engine: Engine, service: bool, standby_ready: Path | None = None) -> Result:
     """Run to the end of the input, or as a service waiting for more (until killed);
-    with ``standby_ready``, as a warm standby that creates that file once it waits."""
+    with ``standby_ready``, as a warm standby that creates that file once it waits.
+    Each committed epoch's input files are appended to ``<work>/epochs.jsonl`` (the
+    latency bench maps files to epochs with it: committed offsets are forgotten once
+    no recovery needs them)."""
     start = time.perf_counter()
+    epochs_log = Path(engine.root).parent / "epochs.jsonl"
+
+    def record(epoch: int, _seconds: float, _report: Any) -> None:
+        names = [f[0] for o in (engine.ledger.offsets[s].get(epoch) for s in engine.ledger.sources) if o for f in o["files"]]
+        with open(epochs_log, "a") as f:
+            f.write(json.dumps({"epoch": epoch, "files": names}) + "\n")
+
+    engine.on_epoch = record
     report = engine.run(
         idle_timeout=math.inf if service else 0.0,
         poll_interval=0.05,

@@ -7,7 +7,10 @@
   and verified against one Spark batch job;
 * ``falkirk scenarios`` - solves the bundled paper scenarios (examples/scenarios/);
 * ``falkirk warm-up`` - builds the JVM's class-data sharing archive (once per
-  installation; Spark sessions then start ~3 s faster, see falkirk.spark.cds).
+  installation; Spark sessions then start ~3 s faster, see falkirk.spark.cds);
+* ``falkirk verify STORAGE [TABLE ...]`` - checks every committed file of a storage
+  root against the size and SHA-256 its commit recorded, and every epoch file of the
+  given ParquetTableSink tables against its checksum file (exit 1 if one is damaged).
 """
 
 from __future__ import annotations
@@ -76,6 +79,33 @@ def _warm_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from falkirk.storage.filesystem import filesystem_for, is_uri
+    from falkirk.storage.verify import verify_root
+
+    spark = None
+    if is_uri(args.storage):  # Hadoop filesystems are reached through Spark's JVM
+        from falkirk.spark import spark_session
+
+        spark = spark_session()
+    fs, root = filesystem_for(args.storage, spark)
+    verdict = verify_root(fs, root)
+    problems = list(verdict.damaged)
+    checked = verdict.checked
+    for table in args.tables:
+        from falkirk.io.sinks import verify_table
+
+        table_fs, directory = filesystem_for(table, spark)
+        count, found = verify_table(table_fs, directory)
+        checked += count
+        problems += found
+    for problem in problems:
+        print(f"damaged: {problem}")
+    state = f"{len(problems)} damaged" if problems else "all intact"
+    print(f"falkirk: checked {checked} committed files: {state}")
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="falkirk", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -99,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_sc.set_defaults(run=_scenarios)
     p_warm = sub.add_parser("warm-up", help="build the JVM class-data sharing archive (faster Spark starts)")
     p_warm.set_defaults(run=_warm_up)
+    p_verify = sub.add_parser(
+        "verify", help="check every committed file of a storage root against its recorded size and SHA-256"
+    )
+    p_verify.add_argument("storage", help="the storage root (a directory or a Hadoop URI)")
+    p_verify.add_argument("tables", nargs="*", help="ParquetTableSink directories to check too")
+    p_verify.set_defaults(run=_verify)
     return parser
 
 

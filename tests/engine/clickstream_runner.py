@@ -6,7 +6,8 @@ SESSIONS and STATS name a policy: ``eager``, ``lazy:K``, ``log``, ``stateless``,
 ``history``. IN is a directory of CSV files, or ``gen:B,S,U,SEED`` for the clickstream
 generator (B batches of S sessions over U users). A last argument ``vec`` uses the
 vectorized sessionizer. With ``FALKIRK_TEST_STANDBY=1`` in the environment the
-engine runs as a warm standby and prints ``standby ready`` once it waits for the lock.
+engine runs as a warm standby and prints ``standby ready`` once it waits for the lock;
+``FALKIRK_TEST_LEASE=SECONDS`` sets the lease timeout of a URI root.
 """
 
 from __future__ import annotations
@@ -43,4 +44,6 @@ if __name__ == "__main__":
         source = clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05)
     pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source, vectorized=vectorized)
     standby = os.environ.get("FALKIRK_TEST_STANDBY") == "1"
-    Engine(pipeline, state).run(standby=standby, on_standby=lambda: print("standby ready", flush=True))
+    lease = float(os.environ.get("FALKIRK_TEST_LEASE", "10"))
+    engine = Engine(pipeline, state, lease_timeout=lease)
+    engine.run(standby=standby, on_standby=lambda: print("standby ready", flush=True))

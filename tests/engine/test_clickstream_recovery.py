@@ -57,6 +57,7 @@ def start(
     uri_cache: Path | None = None,
     vectorized: bool = False,
     standby: bool = False,
+    env_extra: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Run the pipeline; with ``uri_cache`` the storage root and output tables are
     ``file://`` URIs (reached through Hadoop) and the driver's metadata working copy
@@ -74,6 +75,7 @@ def start(
         prefix = "file://"
     args = [f"{prefix}{work / name}" for name in ("out", "state", "rej")]
     args = [str(clicks), *args, *policies, *(["vec"] if vectorized else [])]
+    env.update(env_extra or {})
     out = subprocess.PIPE if standby else subprocess.DEVNULL
     return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=out, stderr=subprocess.PIPE)
 
@@ -102,9 +104,14 @@ def check(work: Path, clicks: Path, expected: Expected) -> None:
 MIX = ("eager", "lazy:2")
 
 
+#: Which occurrence of each point to crash at: the third, or the last one a 5-epoch run
+#: reaches (garbage is deleted after the commit that follows the one that let it go).
+OCCURRENCE = {"gc.before": 2}
+
+
 @pytest.mark.parametrize("point", [p for p in POINTS if p not in ("recovery.restored", "meta.uploaded")])
 def test_kill_at_each_crash_point(point: str, clicks: Path, expected: Expected, tmp_path: Path) -> None:
-    assert finish(start(clicks, tmp_path, MIX, crash=f"{point}:3")) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX, crash=f"{point}:{OCCURRENCE.get(point, 3)}")) == -signal.SIGKILL
     assert finish(start(clicks, tmp_path, MIX)) == 0
     check(tmp_path, clicks, expected)
 
@@ -242,3 +249,48 @@ def test_example_rollback_keeps_every_committed_epoch(spark, tmp_path: Path) -> 
     done = subprocess.run([sys.executable, *args], env=env, capture_output=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     check(tmp_path, clicks, (batch_output(spark, str(clicks)), batch_rejected(spark, str(clicks))))
+
+
+def _wait_for(condition, what: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the driver exited before {what}: {proc.stderr and proc.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_second_driver_on_another_machine_is_refused(clicks: Path, expected: Expected, tmp_path: Path) -> None:
+    """Finding 3 of the data-loss review: two drivers with different metadata
+    directories on one URI root both committed epoch 1. The root's lease refuses the
+    second while the first is alive."""
+    meta = tmp_path / "state" / "_meta"
+    first = start(clicks, tmp_path, MIX, uri_cache=tmp_path / "machine-1")
+    _wait_for(lambda: (meta / "driver-000000000001.json").exists(), "the first driver held the root", first)
+    second = start(clicks, tmp_path, MIX, uri_cache=tmp_path / "machine-2")
+    _, err = second.communicate(timeout=600)
+    assert second.returncode != 0 and b"StorageInUseError" in err and b"in use by driver #1" in err
+    assert finish(first) == 0
+    check(tmp_path, clicks, expected)
+
+
+def test_a_paused_driver_loses_its_lease_and_can_never_commit_again(clicks: Path, expected: Expected, tmp_path: Path) -> None:
+    """A driver on host A stalls (SIGSTOP: a long GC pause or a network partition)
+    after committing some epochs; a driver on host B sees A's heartbeat stop, takes the
+    root, claims it and finishes the input. When A wakes up, its next commit is refused:
+    every commit B acknowledged stays, and the output is exact."""
+    meta = tmp_path / "state" / "_meta"
+    lease = {"FALKIRK_TEST_LEASE": "3"}
+    host_a = start(clicks, tmp_path, MIX, uri_cache=tmp_path / "a", env_extra={**lease, "FALKIRK_HOST": "host-a"})
+    _wait_for(lambda: len(list(meta.glob("meta-*.sqlite"))) >= 2 and (tmp_path / "out" / "epoch-0000000002.parquet").exists(),
+              "host A committed two epochs", host_a)
+    host_a.send_signal(signal.SIGSTOP)
+    try:
+        host_b = start(clicks, tmp_path, MIX, uri_cache=tmp_path / "b", env_extra={**lease, "FALKIRK_HOST": "host-b"})
+        assert finish(host_b) == 0
+    finally:
+        host_a.send_signal(signal.SIGCONT)
+    _, err = host_a.communicate(timeout=600)
+    assert host_a.returncode != 0, "a driver whose lease was taken must not go on"
+    assert b"StorageInUseError" in err or b"CorruptStorageError" in err or b"does not exist" in err, err.decode()[-2000:]
+    check(tmp_path, clicks, expected)
+    assert (meta / "driver-000000000002.json").exists()

@@ -17,27 +17,34 @@ def rows(df: pd.DataFrame) -> pd.DataFrame:
     return df.fillna("").sort_values(list(df.columns)).reset_index(drop=True)
 
 
+def _all(spark: SparkSession, gen, batches: int):  # type: ignore[no-untyped-def]
+    out = gen.batch(spark, 0)
+    for b in range(1, batches):
+        out = out.unionByName(gen.batch(spark, b))
+    return out
+
+
 def test_a_batch_is_the_same_every_time_and_batches_differ(spark: SparkSession) -> None:
     gen = clickstream_generator(batches=3, sessions_per_batch=30, users=5, seed=1)
-    first = gen.read(spark, [gen.name(1)]).toPandas()
-    pd.testing.assert_frame_equal(rows(first), rows(gen.read(spark, [gen.name(1)]).toPandas()))
-    assert not rows(first).equals(rows(gen.read(spark, [gen.name(2)]).toPandas()))
+    first = gen.batch(spark, 1).toPandas()
+    pd.testing.assert_frame_equal(rows(first), rows(gen.batch(spark, 1).toPandas()))
+    assert not rows(first).equals(rows(gen.batch(spark, 2).toPandas()))
     other_seed = clickstream_generator(batches=3, sessions_per_batch=30, users=5, seed=2)
-    assert not rows(first).equals(rows(other_seed.read(spark, [gen.name(1)]).toPandas()))
+    assert not rows(first).equals(rows(other_seed.batch(spark, 1).toPandas()))
 
 
 def test_offsets_walk_the_batches_then_stop() -> None:
     gen = keyed_generator(batches=2, rows_per_batch=10, keys=4)
-    assert gen.next_offsets(set()) == ["batch-00000000"]
-    assert gen.next_offsets({"batch-00000000"}) == ["batch-00000001"]
-    assert gen.next_offsets({"batch-00000000", "batch-00000001"}) is None
+    assert gen.next_offsets(None) == {"batch": 0}
+    assert gen.next_offsets({"batch": 0}) == {"batch": 1}
+    assert gen.next_offsets({"batch": 1}) is None
     with pytest.raises(GraphError, match="batches"):
         keyed_generator(batches=0, rows_per_batch=10, keys=4)
 
 
 def test_sessions_are_whole_across_batches(spark: SparkSession) -> None:
     gen = clickstream_generator(batches=6, sessions_per_batch=40, users=7, seed=5, bad_fraction=0.0)
-    events = gen.read(spark, [gen.name(b) for b in range(6)]).toPandas()
+    events = _all(spark, gen, 6).toPandas()
     per_session = events.groupby("sess_id")["event"].agg(list)
     # sessions started in the first 4 batches have ended by batch 5 (span <= 2)
     early = [s for s in per_session.index if int(s[1:]) < 4 * 40]
@@ -53,7 +60,7 @@ def test_csv_files_hold_exactly_the_generated_rows(spark: SparkSession, tmp_path
     assert [Path(p).name for p in paths] == [f"batch-0000000{b}.csv" for b in range(3)]
     assert not [p for p in (tmp_path / "csv").iterdir() if p.name.startswith("_")]
     back = spark.read.schema(RAW_SCHEMA).options(**CSV_OPTIONS).csv(str(tmp_path / "csv"))
-    generated = gen.read(spark, [gen.name(b) for b in range(3)])
+    generated = _all(spark, gen, 3)
     keep = ["sess_id", "user_id", "ts", "event", "reason"]
     pd.testing.assert_frame_equal(
         rows(check_rows(back).select(*keep).toPandas()), rows(check_rows(generated).select(*keep).toPandas())

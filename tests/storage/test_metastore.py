@@ -17,9 +17,11 @@ from falkirk.recovery import CheckpointMeta, Topology
 from falkirk.storage import (
     CommitBatch,
     CorruptStorageError,
+    Forget,
     MetaStore,
     StorageError,
     make_durable,
+    verify_files,
 )
 from tests.domains import E, down
 
@@ -80,20 +82,45 @@ def test_forget_returns_the_files_to_delete(tmp_path: Path) -> None:
     files = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "s.parquet")])
     store.commit(CommitBatch(logs=[("a.out", 3, files[:1])], state=[("agg", 3, "base", files[1:])]))
     assert store.state_files("agg") == [(3, "base", tuple(files[1:]))]
-    gone = store.forget(logs=[("a.out", 3)], state=[("agg", 3)])
+    gone = store.forget(Forget(logs=[("a.out", 3)], state=[("agg", 3)]))
     assert gone == files and store.logs("a.out") == {} and store.state_files("agg") == []
 
 
-def test_damaged_files_are_detected(tmp_path: Path, topo: Topology) -> None:
+def test_forgetting_rides_on_a_commit_and_keeps_sink_files(tmp_path: Path) -> None:
     store = MetaStore(tmp_path)
-    path = data_file(tmp_path, "s.parquet")
-    store.commit(CommitBatch(checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), make_durable([path]))]))
+    log, out = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "epoch-1.parquet")])
+    store.commit(CommitBatch(logs=[("a.out", 1, [log])], sink_commits=[("sink", 1, [out])]))
+    gone = store.commit(CommitBatch(logs=[("a.out", 2, [])], forget=Forget(logs=[("a.out", 1)], sinks=[("sink", 1)])))
+    assert gone == [log]  # the sink's file belongs to its table: never returned for deletion
+    assert store.logs("a.out") == {2: ()} and store.sink_commits("sink") == {}
+
+
+def test_offsets_are_pruned_but_each_source_keeps_its_position(tmp_path: Path) -> None:
+    store = MetaStore(tmp_path)
+    for epoch in range(1, 6):  # "b" reads nothing new after epoch 2
+        store.commit(CommitBatch(offsets=[("a", epoch, {"n": epoch}), ("b", epoch, {"n": epoch} if epoch <= 2 else None)]))
+    store.commit(CommitBatch(forget=Forget(offsets_upto={"a": 4, "b": 4})))
+    assert store.offsets("a") == {5: {"n": 5}}
+    assert store.offsets("b") == {2: {"n": 2}, 5: None}  # its position (epoch 2) stays
+    assert store.position("a") == {"n": 5} and store.position("b") == {"n": 2}
+
+
+def test_damaged_files_are_detected(tmp_path: Path) -> None:
+    path = data_file(tmp_path, "s.parquet", b"0123456789" * 100)
+    (stored,) = make_durable([path])
+    verify_files([stored])
+    data = bytearray(path.read_bytes())
+    data[500] ^= 0x04  # a flipped bit: same size
+    path.write_bytes(bytes(data))
+    verify_files([stored], deep=False)  # sizes alone do not see it
+    with pytest.raises(CorruptStorageError, match=r"SHA-256 is .* a changed byte"):
+        verify_files([stored])
     path.write_bytes(b"trunc")
     with pytest.raises(CorruptStorageError, match="truncated"):
-        store.checkpoints(topo)
+        verify_files([stored])
     path.unlink()
     with pytest.raises(CorruptStorageError, match="missing"):
-        store.checkpoints(topo)
+        verify_files([stored])
     with pytest.raises(StorageError, match="does not exist"):
         make_durable([path])
 

@@ -6,7 +6,6 @@ processed by Spark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -17,25 +16,36 @@ if TYPE_CHECKING:
 
 
 class Source(Protocol):
-    """Cuts its input into epochs. An epoch's offsets (a JSON-able list of strings)
-    are committed before the epoch runs, and :meth:`read` must return the same rows
-    for the same offsets on a replay."""
+    """Cuts its input into epochs. An epoch's *offsets* - a JSON object the source
+    defines - say exactly which input the epoch reads and where the source stands
+    after it; they are committed before the epoch runs, and :meth:`read` must return
+    the same rows for the same offsets on a replay (or raise a
+    :class:`~falkirk.exceptions.FalkirkError` saying why it cannot)."""
 
     def struct(self, spark: SparkSession) -> StructType:
         """The schema of the rows :meth:`read` returns."""
         ...
 
-    def next_offsets(self, consumed: set[str]) -> list[str] | None:
-        """The offsets of the next epoch, given all offsets consumed so far; None when
-        no new input is there (yet)."""
+    def next_offsets(self, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The offsets of the next epoch, given ``previous``: the offsets of the last
+        epoch that read from this source (None before the first). None when no new
+        input is there (yet). Must not depend on any older offsets: they are
+        forgotten once no recovery can need them."""
         ...
 
-    def count_records(self, offsets: Sequence[Any]) -> int:
+    def count_records(self, offsets: dict[str, Any]) -> int:
         """Records in these offsets, for progress displays only."""
         ...
 
-    def read(self, spark: SparkSession, offsets: Sequence[Any]) -> DataFrame:
+    def read(self, spark: SparkSession, offsets: dict[str, Any]) -> DataFrame:
         """The rows of one epoch."""
+        ...
+
+    def check(self, offsets: dict[str, Any]) -> None:
+        """Raise a :class:`~falkirk.exceptions.FalkirkError` if the input of these
+        offsets can no longer be read as planned. Called again before the epoch
+        commits, so that input changed while the epoch was being read is not
+        committed."""
         ...
 
 

@@ -3,8 +3,8 @@
 A :class:`GeneratorSource` produces batch ``b`` of its input as a Spark DataFrame
 computed from ``b`` and a seed alone (``spark.range`` plus hash functions, in the
 executors): nothing is read, nothing is held in the driver, and a replay after a
-crash regenerates exactly the same rows. Its offsets are batch names
-(``batch-00000003``), one batch per epoch, ``batches`` in all.
+crash regenerates exactly the same rows. Its offsets are ``{"batch": b}``, one batch
+per epoch, ``batches`` in all.
 
 Two generators are provided:
 
@@ -20,7 +20,7 @@ systems (Spark Structured Streaming, a batch job) can read identical input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,22 +56,25 @@ class GeneratorSource:
     def struct(self, spark: SparkSession) -> StructType:
         return spark.createDataFrame([], self.schema).schema
 
-    def next_offsets(self, consumed: set[str]) -> list[str] | None:
-        """The next batch not yet consumed, or None after the last one."""
-        batch = len(consumed)
-        while self.name(batch) in consumed:  # consumed is a prefix; be robust anyway
-            batch += 1
-        return [self.name(batch)] if batch < self.batches else None
+    def next_offsets(self, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The batch after ``previous``'s (batch 0 first), or None after the last one."""
+        batch = 0 if previous is None else int(previous["batch"]) + 1
+        return {"batch": batch} if batch < self.batches else None
 
-    def count_records(self, offsets: Sequence[Any]) -> int:
-        return self.rows_per_batch * len(offsets)
+    def count_records(self, offsets: dict[str, Any]) -> int:
+        return self.rows_per_batch
 
-    def read(self, spark: SparkSession, offsets: Sequence[Any]) -> DataFrame:
-        frames = [self.generate(spark, int(str(o).removeprefix(BATCH_PREFIX))) for o in offsets]
-        df = frames[0]
-        for more in frames[1:]:
-            df = df.unionByName(more)
-        return df.select(*self.struct(spark).fieldNames())
+    def read(self, spark: SparkSession, offsets: dict[str, Any]) -> DataFrame:
+        return self.batch(spark, int(offsets["batch"]))
+
+    def check(self, offsets: dict[str, Any]) -> None:
+        """Nothing can change: a batch is a function of its number and the seed."""
+
+    def batch(self, spark: SparkSession, batch: int) -> DataFrame:
+        """The rows of batch ``batch`` (a function of the batch number and the seed)."""
+        if not 0 <= batch < self.batches:
+            raise GraphError(f"GeneratorSource: batch {batch} is not one of its {self.batches} batches")
+        return self.generate(spark, batch).select(*self.struct(spark).fieldNames())
 
     def write_files(
         self, spark: SparkSession, directory: str, *, format: str = "parquet", header: bool = True
@@ -86,7 +89,7 @@ class GeneratorSource:
         fs.mkdirs(root)
         written = []
         for batch in range(self.batches):
-            df = self.read(spark, [self.name(batch)])
+            df = self.batch(spark, batch)
             staging = fs.join(root, f"_staging-{batch}")
             fs.delete(staging)
             if format == "parquet":

@@ -4,11 +4,17 @@
 ``epoch-<n>.parquet``, first in a ``_staging-*`` directory (ignored by Parquet
 readers), then moved into place with an atomic rename. A reader of the directory
 therefore sees whole epochs only, and a replayed epoch replaces its file with the
-same rows: no duplicates.
+same rows: no duplicates. A rollback never deletes an epoch's file: the replay of
+the epoch replaces it.
+
+Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` records its size and
+SHA-256, so that the table can be checked at any time, long after the epoch's commit
+record was forgotten (:func:`verify_table`, ``falkirk verify STORAGE TABLE``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -18,9 +24,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.spark.files import data_files
-from falkirk.storage import StoredFile
-from falkirk.storage.filesystem import filesystem_for, is_uri
+from falkirk.storage import CorruptStorageError, StoredFile, verify_files
+from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, part_files
 
 _EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
 
@@ -60,11 +65,37 @@ class ParquetTableSink:
         fs, root = filesystem_for(self.path, df.sparkSession)
         staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
-        parts = fs.make_durable(data_files(fs, staging))
+        parts = fs.make_durable(part_files(fs, staging))
         final = fs.join(root, f"epoch-{epoch:010d}.parquet")
         fs.replace(parts[0].path, final)
         fs.delete(staging)
-        return fs.make_durable([final])
+        stored = fs.make_durable([final])
+        record = {"size": stored[0].size, "sha256": stored[0].sha256}
+        fs.write_bytes(_checksum_file(fs, final), json.dumps(record).encode())
+        return stored
+
+
+def _checksum_file(fs: FileSystem, epoch_file: str) -> str:
+    directory, name = epoch_file.rsplit("/", 1)
+    return fs.join(directory, f".{name}.sha256")
+
+
+def verify_table(fs: FileSystem, directory: str) -> tuple[int, list[str]]:
+    """Check every epoch file of a :class:`ParquetTableSink` table against the size
+    and SHA-256 recorded when it was written: (files checked, problems found)."""
+    problems: list[str] = []
+    files = [path for path, is_dir in fs.children(directory) if not is_dir and _EPOCH_FILE.search(path)]
+    for path in files:
+        raw = fs.read_bytes(_checksum_file(fs, path))
+        if raw is None:
+            problems.append(f"{path} has no recorded checksum (written by an older Falkirk?)")
+            continue
+        record = json.loads(raw)
+        try:
+            verify_files([StoredFile(path, int(record["size"]), str(record["sha256"]))], fs)
+        except CorruptStorageError as exc:
+            problems.append(str(exc))
+    return len(files), problems
 
 
 @dataclass

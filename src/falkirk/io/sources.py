@@ -1,15 +1,27 @@
 """Sources: cutting input into epochs, and re-reading an epoch exactly on replay.
 
 :class:`FileSource` consumes the files of a directory in name order,
-``files_per_epoch`` at a time; files may keep arriving. An epoch's offsets are the
-list of its files: they are committed before the epoch is processed, so a replay
-after a crash reads exactly the same files.
+``files_per_epoch`` at a time; files may keep arriving. An epoch's offsets name its
+files with the size and modification time each had when the epoch was planned; they
+are committed before the epoch is processed, so a replay after a crash reads exactly
+the same files, and a file changed or deleted since stops the pipeline with an
+:class:`~falkirk.io.exceptions.InputChangedError` naming it (rather than silently
+reading other rows). File names are read literally: ``[``, ``{``, ``*``, ``?`` are
+characters, not patterns.
+
+The offsets also hold the source's position - the greatest name consumed so far
+and how many files sort at or before it - so planning an epoch needs the previous
+epoch's offsets only, never the whole history (the metadata of a run of months stays
+small). Consumption is in name order: a file that arrives with a name sorting
+before one already consumed cannot be read in order any more and is reported
+(:class:`~falkirk.io.exceptions.LateInputError`), never skipped silently.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,15 +30,25 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.io.exceptions import InputChangedError, LateInputError
 
 FORMATS = ("csv", "json", "parquet")
+#: Characters Spark's reader treats as a glob pattern in a path.
+GLOB_CHARACTERS = frozenset("{}[]*?\\")
+
+Offsets = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class FileSource:
     """Files of ``path`` (``csv``, ``json`` or ``parquet``) read with ``schema`` (a
-    DDL string) and reader ``options``; names starting with ``.`` or ``_`` are
-    ignored (files being written)."""
+    DDL string) and reader ``options``, in name order, ``files_per_epoch`` per epoch.
+    Names starting with ``.`` or ``_`` are ignored: write a file under such a name
+    and rename it when it is complete, so that no epoch reads it half-written.
+
+    Guarantees: every file is read by exactly one epoch, and a replayed epoch reads
+    exactly the files it read the first time, unchanged, or stops with an
+    :class:`~falkirk.io.exceptions.InputChangedError` naming the file."""
 
     path: str
     format: str
@@ -45,35 +67,110 @@ class FileSource:
     def struct(self, spark: SparkSession) -> StructType:
         return spark.createDataFrame([], self.schema).schema
 
-    def next_offsets(self, consumed: set[str]) -> list[str] | None:
-        """The files of the next epoch, or None when no new file is there."""
-        directory = Path(self.path)
-        if not directory.is_dir():
-            raise GraphError(f"FileSource: input directory {self.path!r} does not exist")
-        fresh = sorted(
-            p.name
-            for p in directory.iterdir()
-            if p.is_file() and not p.name.startswith((".", "_")) and p.name not in consumed
-        )
-        return fresh[: self.files_per_epoch] or None
+    # -- planning -------------------------------------------------------------------
 
-    def count_records(self, offsets: Sequence[Any]) -> int:
+    def next_offsets(self, previous: Offsets | None) -> Offsets | None:
+        """The next epoch's files after ``previous`` (the offsets of the last epoch
+        that read from this source; None before the first), or None when no new file
+        is there. Raises :class:`LateInputError` if a file arrived that sorts before
+        one already consumed."""
+        names = self._names()
+        last: str | None = previous["last"] if previous else None
+        older = [n for n in names if last is not None and n <= last]
+        if previous is not None and len(older) > previous["seen"]:
+            raise LateInputError(self._late_message(older, previous))
+        fresh = sorted(n for n in names if last is None or n > last)[: self.files_per_epoch]
+        if not fresh:
+            return None
+        files = []
+        for name in fresh:
+            st = os.stat(Path(self.path) / name)
+            files.append([name, st.st_size, st.st_mtime_ns])
+        return {"files": files, "last": fresh[-1], "seen": len(older) + len(fresh), "planned_at": time.time()}
+
+    def _names(self) -> list[str]:
+        try:
+            with os.scandir(self.path) as entries:
+                return [e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file()]
+        except FileNotFoundError:
+            raise GraphError(f"FileSource: input directory {self.path!r} does not exist") from None
+        except NotADirectoryError:
+            raise GraphError(f"FileSource: {self.path!r} is not a directory") from None
+
+    def _late_message(self, older: list[str], previous: Offsets) -> str:
+        since = float(previous.get("planned_at", 0.0))
+        late = sorted(n for n in older if os.stat(Path(self.path) / n).st_mtime > since)
+        which = f" (probably {', '.join(repr(n) for n in late[:5])})" if late else ""
+        return (
+            f"FileSource({self.path!r}): {len(older) - previous['seen']} file(s){which} arrived after "
+            f"{previous['last']!r}, which sorts after them, was consumed. Files are read in name "
+            "order, so they can no longer be read in order. Give new files names that sort after "
+            "the last one (zero-padded numbers or timestamps), or move them away; or start with a "
+            "fresh storage root to read everything again."
+        )
+
+    # -- reading --------------------------------------------------------------------
+
+    def check(self, offsets: Offsets) -> None:
+        """Raise :class:`InputChangedError` unless every file of ``offsets`` is there
+        with the size and modification time it had when the epoch was planned."""
+        for name, size, mtime_ns in offsets["files"]:
+            path = Path(self.path) / name
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                raise InputChangedError(
+                    f"input file {str(path)!r} was deleted after an epoch was planned to read it. "
+                    f"{_REPLAY_ADVICE}"
+                ) from None
+            if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+                raise InputChangedError(
+                    f"input file {str(path)!r} changed after an epoch was planned to read it (size "
+                    f"{size} -> {st.st_size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.st_mtime_ns)}). "
+                    f"{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it "
+                    "once it is complete."
+                )
+
+    def count_records(self, offsets: Offsets) -> int:
         """Records in these files, for progress display: lines of text formats (minus a
         header), 0 for Parquet. Never used for processing."""
         if self.format == "parquet":
             return 0
         header = 1 if self.options.get("header") == "true" else 0
         total = 0
-        for name in offsets:
+        for name, _, _ in offsets["files"]:
             with open(Path(self.path) / name, "rb") as f:
                 total += max(sum(1 for _ in f) - header, 0)
         return total
 
-    def read(self, spark: SparkSession, offsets: Sequence[Any]) -> DataFrame:
-        """The rows of one epoch."""
-        paths = [str(Path(self.path) / name) for name in offsets]
-        reader = spark.read.schema(self.schema).options(**self.options)
+    def read(self, spark: SparkSession, offsets: Offsets) -> DataFrame:
+        """The rows of one epoch, from exactly the files it was planned with."""
+        self.check(offsets)
+        paths = [str(Path(self.path) / name) for name, _, _ in offsets["files"]]
+        # Paths are literal. Spark 4.0.1 with globbing off still repeats a path list
+        # once per path that looks like a pattern, so those are read one at a time.
+        plain = [p for p in paths if not GLOB_CHARACTERS & set(p)]
+        patterned = [p for p in paths if GLOB_CHARACTERS & set(p)]
+        frames = [self._read(spark, group) for group in ([plain] if plain else []) + [[p] for p in patterned]]
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def _read(self, spark: SparkSession, paths: list[str]) -> DataFrame:
+        reader = spark.read.schema(self.schema).options(**self.options).option("__globPaths__", "false")
         if self.format == "parquet":  # DataFrameReader.parquet takes paths as varargs
             return reader.parquet(*paths)
         df: DataFrame = getattr(reader, self.format)(paths)
         return df
+
+
+_REPLAY_ADVICE = (
+    "Falkirk replays an epoch from exactly the input it was planned with, so it stops rather "
+    "than read other rows. Put the original file back, or start with a fresh storage root "
+    "(and fresh outputs) to process the input as it is now."
+)
+
+
+def _stamp(mtime_ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime_ns / 1e9)) + f".{mtime_ns % 10**9:09d}"

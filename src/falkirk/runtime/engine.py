@@ -2,24 +2,28 @@
 
 One epoch, step by step (the crash points of :mod:`falkirk.runtime.faults` are named):
 
-1. Plan: each source picks the epoch's input (its offsets) and the plan is committed
-   before any work, so a replay reads exactly the same input (``epoch.planned``).
+1. Plan: each source picks the epoch's input (its offsets) from its position and the
+   plan is committed before any work, so a replay reads exactly the same input
+   (``epoch.planned``); see :mod:`falkirk.runtime.ledger`.
 2. Compute: every processor runs its step as Spark jobs, in graph order; processors
    that already hold the epoch (after a rollback) skip it, and receivers that need
    their output read it from the log (the rollback's re-send, Q'(e)).
 3. Persist: logged outputs and keyed-state checkpoints are written as Parquet under
    fresh names (``epoch.computed``); sinks write their epoch file
    (``sink.written``).
-4. Commit: one metadata transaction records the logs, the checkpoint files and the
-   Ξ(p, ↓e) of every processor that can now roll back to the epoch
-   (``commit.before`` / ``commit.after``).
-5. Collect: the monitor's new low-watermarks say which checkpoints and logs no
-   rollback can need any more; they are deleted (``gc.before``).
+4. Commit: once the sources confirm the epoch's input is unchanged, one metadata
+   transaction records the logs, the checkpoint files, the Ξ(p, ↓e) of every
+   processor that can now roll back to the epoch (:mod:`falkirk.runtime.xi`), and
+   forgets what the previous commit's low-watermarks let go (``commit.before`` /
+   ``commit.after``).
+5. Collect: the files of the forgotten records are deleted (``gc.before``); the new
+   low-watermarks say what the next commit forgets.
 
 Recovery: on start, if the storage root holds an earlier run, every processor is
 failed; the solver picks a consistent frontier for each from the committed Ξ records
-(logged at INFO with the reason), keyed state is restored from its checkpoints, and
-the loop resumes from the earliest frontier.
+(logged at INFO with the reason), keyed state is restored from its checkpoints (each
+file checked against its committed size and SHA-256 first), and the loop resumes
+from the earliest frontier.
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from falkirk.graph import FullHistory, GraphError, Pipeline, Processor
-from falkirk.recovery import CheckpointMeta, Monitor, Topology
+from falkirk.recovery import Topology
 from falkirk.runtime import garbage, rollback, schemas
-from falkirk.runtime.epochs import EPOCHS, down, epoch_of
+from falkirk.runtime.epochs import EPOCHS
 from falkirk.runtime.faults import armed_failures, crash_point
+from falkirk.runtime.ledger import Ledger, Offsets
 from falkirk.runtime.report import RunReport
+from falkirk.spark.errors import as_storage_error
 from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.spark.operators import (
@@ -53,11 +59,10 @@ from falkirk.spark.operators import (
 )
 from falkirk.spark.session import spark_session
 from falkirk.spark.state import KeyedState
-from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile, verify_files
 from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.metastore import DB_NAME
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
-from falkirk.time import Frontier
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +72,7 @@ class _EpochWork:
     """One epoch on its way: computed by a worker, committed by the main thread."""
 
     epoch: int
-    offsets: dict[str, list[str]]
+    offsets: dict[str, Offsets]
     started: float
     records: int = 0
     logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
@@ -78,6 +83,31 @@ class _EpochWork:
     step_finished: dict[str, float] = field(default_factory=dict)
     #: Log and checkpoint writes under way; the epoch is computed once they are done.
     writes: list[Future[None]] = field(default_factory=list)
+
+
+class EpochAborted(GraphError):
+    """A keyed step gave up because its processor's previous epoch failed: applying
+    this epoch to a state that lacks the previous one would produce wrong rows."""
+
+
+@dataclass
+class _Gate:
+    """Opened when a keyed step of one epoch is done, so the processor's next epoch
+    may merge into the state; ``failed`` when the epoch failed instead."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    failed: bool = False
+
+    def open(self, *, failed: bool = False) -> None:
+        if not self.event.is_set():
+            self.failed = failed
+            self.event.set()
+
+    def wait(self, processor: str, epoch: int) -> None:
+        """Wait for the previous epoch; raise :class:`EpochAborted` if it failed."""
+        self.event.wait()
+        if self.failed:
+            raise EpochAborted(f"processor {processor!r} skips epoch {epoch}: epoch {epoch - 1} failed")
 
 
 def edge_name(src: str, port: str, dst: str) -> str:
@@ -94,7 +124,11 @@ class Engine:
     directory; by default one under ``~/.cache/falkirk`` derived from the URI) and
     published to the root after every commit, so a driver on any machine recovers
     it (:mod:`falkirk.storage.published`). ``metadata_dir`` is ignored for local roots,
-    whose database lives in the root itself."""
+    whose database lives in the root itself. On a URI root drivers on different
+    machines are fenced by a lease in the root: a driver on another host whose
+    heartbeat has not moved for ``lease_timeout`` seconds is taken to be dead (a dead
+    driver on the same host is seen at once); whatever the timing, a driver whose
+    lease was taken can never commit again."""
 
     def __init__(
         self,
@@ -105,6 +139,7 @@ class Engine:
         metadata_dir: str | Path | None = None,
         on_epoch: Callable[[int, float, RunReport], None] | None = None,
         max_in_flight: int = 2,
+        lease_timeout: float = 10.0,
     ) -> None:
         pipeline.check()
         if max_in_flight < 1:
@@ -117,7 +152,13 @@ class Engine:
         if is_uri(self.root):
             self.meta_dir = Path(metadata_dir or default_metadata_dir(self.root)).absolute()
             self.published = PublishedMetadata(
-                self.fs, self.root, self.meta_dir, DB_NAME, before_publish=lambda: crash_point("meta.uploaded")
+                self.fs,
+                self.root,
+                self.meta_dir,
+                DB_NAME,
+                before_publish=lambda: crash_point("meta.uploaded"),
+                lease_interval=lease_timeout / 5,
+                lease_timeout=lease_timeout,
             )
         else:
             self.meta_dir = Path(self.root)
@@ -133,7 +174,7 @@ class Engine:
         self._failed: set[str] = set()
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         # (processor, epoch) -> set when that stateful step is done (epochs in flight)
-        self._done: dict[tuple[str, int], threading.Event] = {}
+        self._done: dict[tuple[str, int], _Gate] = {}
         # Each processor skips the epochs at or below its frontier of the last rollback.
         self.restored: dict[str, int] = {}
         self._set_up_done = False
@@ -187,24 +228,39 @@ class Engine:
         lock.acquire(wait=standby)
         try:
             if self.published is not None:
-                self.published.fetch()
-            self.store = MetaStore(
-                self.meta_dir,
-                fs=self.fs,
-                on_commit=self.published.publish if self.published is not None else None,
-            )
-            pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
-            self._writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
+                self.published.acquire(wait=standby)
             try:
-                self._start()
-                self._loop(pool, max_epochs)
+                self._run(max_epochs)
             finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-                self._writers.shutdown(wait=True, cancel_futures=True)
-                self.store.close()
+                if self.published is not None:
+                    self.published.release()
         finally:
             lock.release()
         return self.report
+
+    def _run(self, max_epochs: int | None) -> None:
+        """Run while holding the storage root (see :meth:`run`)."""
+        if self.published is not None:
+            self.published.fetch()
+        self.store = MetaStore(
+            self.meta_dir,
+            fs=self.fs,
+            on_commit=self.published.publish if self.published is not None else None,
+        )
+        pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
+        self._writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
+        try:
+            if self.published is not None:  # before anything is deleted: see published.py
+                self.published.claim(self.store.connection)
+            self.ledger = Ledger(self.pipeline, self.topology, self.store)
+            self._verified: set[str] = set()
+            self._start()
+            self._loop(pool, max_epochs)
+            self._delete(self.ledger.flush())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._writers.shutdown(wait=True, cancel_futures=True)
+            self.store.close()
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
         epoch = min(self.frontier.values()) + 1
@@ -218,7 +274,7 @@ class Engine:
                 and not self._failed
                 and (max_epochs is None or planned < max_epochs)
             ):
-                offsets = self._plan(epoch)
+                offsets = self.ledger.plan(epoch)
                 if offsets is None:
                     break
                 work = self._prepare(epoch, offsets)
@@ -235,7 +291,13 @@ class Engine:
                 continue
             idle_since = None
             work, future = inflight.popleft()
-            future.result()
+            try:
+                future.result()
+            except Exception as exc:  # a damaged file Spark found reading it: say which
+                damaged = as_storage_error(exc)
+                if damaged is None:
+                    raise
+                raise damaged from exc
             self.report.in_flight = len(inflight) + 1
             self._commit(work)
             self._failed |= armed_failures(work.epoch)
@@ -269,58 +331,29 @@ class Engine:
             if p.kind == "sink":
                 src = p.inputs[0]
                 p.params["sink"].prepare(empty(self.spark, self.out_schemas[(src.src, src.port)]))
-        self.offsets = {p.name: self.store.offsets(p.name) for p in self.order if p.kind == "source"}
         stored = self.store.checkpoints(self.topology)
         self.frontier = {p.name: 0 for p in self.order}
         if any(stored.values()):
             rollback.recover(self, {p: [s.meta for s in ss] for p, ss in stored.items()})
         self._sweep_garbage()
         self.checkpoint_count = {p: len(self.store.state_files(p)) for p in self.states}
-        self.monitor = Monitor(
-            self.topology,
-            sources=[p.name for p in self.order if p.kind == "source"],
-            sinks=[p.name for p in self.order if p.kind == "sink"],
-        )
-        retained = self.store.checkpoints(self.topology)
-        self.monitor.add_many(s.meta for ss in retained.values() for s in ss)
+        self.ledger.start_monitor()
         rollback.settle(self)
 
     # -- one epoch ------------------------------------------------------------------------
 
-    def _plan(self, epoch: int) -> dict[str, list[str]] | None:
-        """The input of ``epoch`` per source, committed before use; None when idle."""
-        planned: dict[str, list[str]] = {}
-        fresh = False
-        for name, committed in self.offsets.items():
-            if epoch in committed:
-                planned[name] = committed[epoch]
-                continue
-            source = self.pipeline.processors[name].params["source"]
-            consumed = {f for files in committed.values() for f in files}
-            nxt = source.next_offsets(consumed)
-            planned[name] = nxt or []
-            fresh = fresh or bool(nxt)
-        if all(epoch in c for c in self.offsets.values()):
-            return planned
-        if not fresh:
-            return None
-        self.store.commit(CommitBatch(offsets=[(n, epoch, files) for n, files in planned.items()]))
-        for name, files in planned.items():
-            self.offsets[name][epoch] = files
-        crash_point("epoch.planned")
-        return planned
-
-    def _prepare(self, epoch: int, offsets: dict[str, list[str]]) -> _EpochWork:
+    def _prepare(self, epoch: int, offsets: dict[str, Offsets]) -> _EpochWork:
         """Main-thread preparation of an epoch: what its worker needs from the store."""
         work = _EpochWork(epoch, offsets, time.perf_counter())
         if self.on_epoch is not None:  # counting reads the input again: only for display
             work.records = sum(
-                self.pipeline.processors[name].params["source"].count_records(files)
-                for name, files in offsets.items()
+                self.pipeline.processors[name].params["source"].count_records(o)
+                for name, o in offsets.items()
+                if o is not None
             )
         for p in self.order:
             if p.name in self.states:
-                self._done[(p.name, epoch)] = threading.Event()
+                self._done[(p.name, epoch)] = _Gate()
             if epoch > self.restored[p.name]:
                 continue
             for port in p.ports:  # p already holds the epoch: feed receivers that do not
@@ -331,8 +364,17 @@ class Engine:
                             f"internal: processor {p.name!r} has no log of epoch {epoch} for a "
                             "consumer that rolled back; the rollback plan should have prevented this"
                         )
-                    work.logged[(p.name, port)] = files
+                    work.logged[(p.name, port)] = self.verified(files)
         return work
+
+    def verified(self, files: tuple[StoredFile, ...]) -> tuple[StoredFile, ...]:
+        """``files``, checked against their committed sizes and checksums before their
+        first use in this run (:class:`~falkirk.storage.CorruptStorageError` names a
+        damaged one)."""
+        fresh = [f for f in files if f.path not in self._verified]
+        verify_files(fresh, self.fs)
+        self._verified.update(f.path for f in fresh)
+        return files
 
     def _compute(self, work: _EpochWork) -> None:
         """Run every step of one epoch (a worker thread; no metadata access)."""
@@ -340,10 +382,13 @@ class Engine:
         outputs: dict[tuple[str, str], DataFrame] = {}
         try:
             for p in self.order:
-                if epoch <= self.restored[p.name]:
+                if epoch <= self.restored[p.name]:  # p holds the epoch already
                     for (name, port), logged in work.logged.items():
                         if name == p.name:
                             outputs[(name, port)] = self._read(logged, self.out_schemas[(name, port)])
+                    skipped = self._done.get((p.name, epoch))
+                    if skipped is not None:
+                        skipped.open()
                     continue
                 inputs = [outputs[(i.src, i.port)] for i in p.inputs]
                 if isinstance(p.policy, FullHistory):
@@ -365,31 +410,26 @@ class Engine:
                 work.ran.append(p.name)
                 done = self._done.get((p.name, epoch))
                 if done is not None:
-                    done.set()
+                    done.open()
             for write in work.writes:
                 write.result()
         finally:
             for p in self.order:  # never leave a later epoch waiting on a failed one
                 done = self._done.get((p.name, epoch))
                 if done is not None:
-                    done.set()
+                    done.open(failed=True)  # a no-op for steps that finished
 
     def _commit(self, work: _EpochWork) -> None:
         """Commit one computed epoch (main thread, in epoch order), then collect garbage."""
         epoch = work.epoch
         crash_point("epoch.computed")
-        records = [
-            meta
-            for meta in (self._xi(self.pipeline.processors[name], epoch, work.batch) for name in work.ran)
-            if meta is not None
-        ]
-        work.batch.checkpoints = [(m, []) for m in records]
-        crash_point("commit.before")
-        self.store.commit(work.batch)
-        crash_point("commit.after")
+        self.ledger.check_input(epoch)  # input changed while the epoch read it: not committed
+        garbage_files = self.ledger.commit(epoch, work.batch, work.ran)
+        if garbage_files:
+            crash_point("gc.before")  # their records are forgotten durably; files still there
+            self._delete(garbage_files)
         for name in work.ran:
             self.frontier[name] = epoch
-        self._collect(self.monitor.add_many(records))
         for df in work.cached:
             df.unpersist()
         for state in self.states.values():
@@ -411,7 +451,7 @@ class Engine:
         epoch: int,
         inputs: list[DataFrame],
         work: _EpochWork,
-        previous: threading.Event | None = None,
+        previous: _Gate | None = None,
     ) -> dict[str, DataFrame]:
         """Run ``p``'s step of ``epoch``. A keyed step runs in two halves: the first
         needs nothing of the state (it reads, shuffles and materialises the epoch's
@@ -420,8 +460,13 @@ class Engine:
         but reading one overlaps merging the one before."""
         kind = p.kind
         if kind == "source":
+            if p.name not in work.offsets:
+                raise GraphError(
+                    f"internal: source {p.name!r} re-reads epoch {epoch}, whose offsets were "
+                    "forgotten below its low-watermark; the rollback plan should have prevented this"
+                )
             files = work.offsets[p.name]
-            if not files:
+            if not files:  # nothing new from this source in this epoch
                 return {"out": empty(self.spark, self.out_schemas[(p.name, "out")])}
             return {"out": p.params["source"].read(self.spark, files)}
         if kind == "map":
@@ -438,13 +483,13 @@ class Engine:
             state, aggregates = self.states[p.name], p.params["aggregates"]
             partials = aggregate_prepare(state, inputs[0], aggregates, epoch)
             if previous is not None:
-                previous.wait()
+                previous.wait(p.name, epoch)
             return {"out": aggregate_merge(state, partials, aggregates, epoch)}
         if kind == "stateful":
             state = self.states[p.name]
             rows = stateful_prepare(state, inputs[0], epoch)
             if previous is not None:
-                previous.wait()
+                previous.wait(p.name, epoch)
             return {"out": stateful_merge(
                 state,
                 rows,
@@ -495,32 +540,6 @@ class Engine:
         ``bench/timings.py``): ``processor eN``."""
         self.spark.sparkContext.setLocalProperty("spark.job.description", description)
 
-    def _xi(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
-        """Ξ(p, ↓epoch) if p can roll back to this epoch once the batch commits."""
-        replayable = isinstance(p.policy, FullHistory)
-        if p.name in self.states and not replayable and not any(s[0] == p.name for s in batch.state):
-            return None  # keyed state without a checkpoint here: not a rollback point
-        discarded, logged = self._log_metadata(p, epoch, batch)
-        return CheckpointMeta.build(
-            self.topology, p.name, down(epoch), discarded=discarded or None, logged=logged or None
-        )
-
-    def _log_metadata(
-        self, p: Processor, epoch: int, batch: CommitBatch
-    ) -> tuple[dict[str, Frontier], dict[str, list[int]]]:
-        """D̄ and L for each output edge of a logging processor (empty otherwise):
-        everything up to ``epoch`` is logged except epochs whose logs were collected."""
-        discarded: dict[str, Frontier] = {}
-        logged: dict[str, list[int]] = {}
-        if p.policy.logs_outputs:
-            for e in self.topology.outputs(p.name):
-                key = e.name.split(">")[0]
-                kept = sorted(set(self.store.logs(key)) | {t for k, t, _ in batch.logs if k == key})
-                first = kept[0] if kept else epoch + 1
-                discarded[e.name] = down(first - 1)
-                logged[e.name] = [t for t in kept if t <= epoch]
-        return discarded, logged
-
     def _read(self, files: tuple[StoredFile, ...], schema: Any) -> DataFrame:
         if not files:
             return empty(self.spark, schema)
@@ -528,21 +547,15 @@ class Engine:
 
     # -- garbage ----------------------------------------------------------------------------
 
-    def _collect(self, decisions: list[Any]) -> None:
-        lw = {p: epoch_of(f) for p, f in self.monitor.low_watermarks.items()}
-        forget = garbage.forgettable(decisions, lw, self.store, self.pipeline)
-        if any(forget):
-            crash_point("gc.before")
-            logs, state, checkpoints = forget
-            self._delete(self.store.forget(logs=logs, state=state, checkpoints=checkpoints))
-
     def _area(self, area: str, owner: str) -> str:
         """The directory of one log or checkpoint series under the root."""
         return self.fs.join(self.root, area, owner)
 
     def _delete(self, files: list[StoredFile]) -> None:
-        garbage.delete(self.fs, self.root, files)
-        self.report.collected_files += len(files)
+        """Delete files whose records a durable commit forgot."""
+        if files:
+            garbage.delete(self.fs, self.root, files)
+            self.report.collected_files += len(files)
 
     def _sweep_garbage(self) -> None:
         """Delete data directories no commit names (work of a crashed attempt)."""

@@ -12,9 +12,8 @@ from typing import Any
 
 from falkirk.graph import Pipeline
 from falkirk.recovery import DecisionKind
-from falkirk.spark.files import data_files
 from falkirk.storage import MetaStore, StoredFile
-from falkirk.storage.filesystem import FileSystem
+from falkirk.storage.filesystem import FileSystem, part_files
 from falkirk.time import Frontier
 
 
@@ -59,7 +58,7 @@ def delete(fs: FileSystem, root: str, files: list[StoredFile]) -> None:
     areas = {fs.join(root, area) for area in AREAS}
     for parent in parents:
         owner = parent.rsplit("/", 1)[0]
-        if owner.rsplit("/", 1)[0] in areas and not data_files(fs, parent):
+        if owner.rsplit("/", 1)[0] in areas and not part_files(fs, parent):
             fs.delete(parent)
 
 

@@ -9,30 +9,19 @@ and why (INFO log and :class:`~falkirk.runtime.report.RunReport`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.recovery import CheckpointMeta, solve
-from falkirk.runtime.epochs import EPOCHS, down, epoch_of
+from falkirk.runtime.epochs import epoch_of
 from falkirk.runtime.faults import crash_point
-from falkirk.storage import CommitBatch
+from falkirk.storage import Forget
 from falkirk.time import Frontier
 
 if TYPE_CHECKING:
     from falkirk.runtime.engine import Engine
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Undone:
-    """Committed records a rollback undoes, by table (the arguments of MetaStore.forget)."""
-
-    logs: list[tuple[str, int]] = field(default_factory=list)
-    state: list[tuple[str, int]] = field(default_factory=list)
-    checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
-    sinks: list[tuple[str, int]] = field(default_factory=list)
 
 
 def settle(engine: Engine) -> None:
@@ -46,7 +35,7 @@ def settle(engine: Engine) -> None:
 def recover(engine: Engine, available: dict[str, list[CheckpointMeta]]) -> None:
     plan = solve(engine.topology, available)
     engine.report.recovered = {}
-    undone = _Undone()
+    undone = Forget()
     for p in engine.order:
         f = plan.frontiers[p.name]
         e = epoch_of(f)
@@ -59,7 +48,7 @@ def recover(engine: Engine, available: dict[str, list[CheckpointMeta]]) -> None:
         if times:
             engine.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
-    engine._delete(engine.store.forget(**vars(undone)))
+    engine._delete(engine.ledger.forget(undone))
     for name in engine.states:
         restore(engine, engine.pipeline.processors[name], engine.frontier[name])
     crash_point("recovery.restored")
@@ -70,11 +59,13 @@ def recover_partial(engine: Engine, epoch: int) -> None:
     failed = frozenset(engine._failed)
     engine._failed = set()
     current = {
-        q: _live_meta(engine, q, epoch) for q in engine.pipeline.processors if q not in failed
+        q: engine.ledger.live(engine.pipeline.processors[q], epoch)
+        for q in engine.pipeline.processors
+        if q not in failed
     }
-    plan = engine.monitor.recover(failed, current)
+    plan = engine.ledger.monitor.recover(failed, current)
     chosen: dict[str, int | None] = {}
-    undone = _Undone()
+    undone = Forget()
     for p in engine.order:
         f = plan.frontiers[p.name]
         e = epoch if f.is_top else epoch_of(f)
@@ -91,13 +82,13 @@ def recover_partial(engine: Engine, epoch: int) -> None:
         if p.name in engine.states and (p.name in failed or e < epoch):
             restore(engine, p, e)
         engine.frontier[p.name] = e
-    engine._delete(engine.store.forget(**vars(undone)))
+    engine._delete(engine.ledger.forget(undone))
     engine.report.partial.append((failed, epoch, chosen))
     settle(engine)
 
 
 def _undo_after(
-    engine: Engine, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: _Undone
+    engine: Engine, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: Forget
 ) -> None:
     """Collect p's committed work above ``epoch`` (a rollback undoes it)."""
     undone.checkpoints += [(p.name, g) for g in invalidated]
@@ -109,29 +100,15 @@ def _undo_after(
         undone.sinks += [(p.name, t) for t in engine.store.sink_commits(p.name) if t > epoch]
 
 
-def _live_meta(engine: Engine, name: str, epoch: int) -> CheckpointMeta:
-    """Ξ(p, ⊤) of a processor that did not fail: it delivered and was notified of
-    everything up to ``epoch``; what it discarded depends on its log."""
-    p = engine.pipeline.processors[name]
-    done = down(epoch)
-    discarded, logged = engine._log_metadata(p, epoch, CommitBatch())
-    return CheckpointMeta.build(
-        engine.topology,
-        name,
-        Frontier.top(EPOCHS),
-        notifications=done,
-        delivered={e.name: done for e in engine.topology.inputs(name)},
-        discarded=discarded or None,
-        logged=logged or None,
-    )
-
-
 def restore(engine: Engine, p: Processor, epoch: int) -> None:
     state = engine.states[p.name]
     if isinstance(p.policy, FullHistory):
         _replay_history(engine, p, epoch)
     elif epoch > 0:
-        state.restore(engine.store.state_files(p.name), epoch)
+        chain = engine.store.state_files(p.name)
+        for _, _, files in chain:  # damaged or partial files are found before any use
+            engine.verified(files)
+        state.restore(chain, epoch)
     else:
         state.reset()
 
@@ -146,5 +123,6 @@ def _replay_history(engine: Engine, p: Processor, upto: int) -> None:
     for epoch in range(1, upto + 1):
         if epoch not in logged:
             raise GraphError(f"internal: the input log of {p.name!r} lacks epoch {epoch}")
-        engine._step(p, epoch, [engine._read(logged[epoch], schema)], _EpochWork(epoch, {}, 0.0))
+        files = engine.verified(logged[epoch])
+        engine._step(p, epoch, [engine._read(files, schema)], _EpochWork(epoch, {}, 0.0))
     logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from falkirk.storage import StoredFile
-from falkirk.storage.filesystem import FileSystem, LocalFileSystem
+from falkirk.storage.filesystem import FileSystem, LocalFileSystem, part_files
 
 
 def write_parquet(df: DataFrame, parent: str, label: str, fs: FileSystem | None = None) -> list[StoredFile]:
@@ -22,16 +22,7 @@ def write_parquet(df: DataFrame, parent: str, label: str, fs: FileSystem | None 
     fs = fs or LocalFileSystem()
     target = fs.join(parent, f"{label}-{uuid.uuid4().hex[:12]}")
     df.write.mode("errorifexists").parquet(target)
-    return fs.make_durable(data_files(fs, target))
-
-
-def data_files(fs: FileSystem, directory: str) -> list[str]:
-    """The Parquet part files Spark wrote into ``directory``, in name order."""
-    return [
-        path
-        for path, is_dir in fs.children(directory)
-        if not is_dir and path.rsplit("/", 1)[-1].startswith("part-") and path.endswith(".parquet")
-    ]
+    return fs.make_durable(part_files(fs, target))
 
 
 def read_parquet(spark: SparkSession, files: Sequence[StoredFile], schema: str | None = None) -> DataFrame:

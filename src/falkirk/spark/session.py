@@ -52,6 +52,13 @@ DEFAULTS: dict[str, str] = {
     # messages, at several JVM round trips each: most of the driver's Python time
     # when an epoch builds its plans. Falkirk's own errors name the processor.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Integrity: Falkirk records every committed file's SHA-256 and checks it before
+    # use, so Hadoop's .crc side files on local disks add nothing but a second place
+    # to break (and they make names with ':' unreadable); Parquet's page checksums,
+    # written by default, are verified on every read, so a file damaged after
+    # Falkirk's check still fails loudly (falkirk.spark.errors names it).
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
 
 

@@ -17,6 +17,7 @@ from falkirk.storage.filesystem import (
 from falkirk.storage.lock import RootLock
 from falkirk.storage.metastore import (
     CommitBatch,
+    Forget,
     MetaStore,
     StoredCheckpoint,
     make_durable,
@@ -27,6 +28,7 @@ __all__ = [
     "CommitBatch",
     "CorruptStorageError",
     "FileSystem",
+    "Forget",
     "HadoopFileSystem",
     "LocalFileSystem",
     "MetaStore",

@@ -2,13 +2,22 @@
 filesystem URI Spark can write (``file:``, ``hdfs:``, ``s3a:``, ``abfs:``...).
 
 Spark writes the data files either way; this module holds the few file operations
-the driver itself needs - make durable and measure, list, delete, atomically
-replace, copy the metadata database in and out - behind one small interface:
+the driver itself needs - make durable, measure and checksum, list, delete, rename
+without replacing, copy the metadata database in and out - behind one small
+interface:
 
-* :class:`LocalFileSystem` uses the OS directly (``fsync`` for durability);
+* :class:`LocalFileSystem` uses the OS directly: ``fsync`` of every file, of its
+  directory and of every new directory above it, so a committed name survives a
+  power loss as well as a crash;
 * :class:`HadoopFileSystem` calls Hadoop's ``FileSystem``/``FileContext`` through
   the Spark driver's JVM, so it reaches every filesystem the cluster is configured
-  for. A file Hadoop has closed is durable on that filesystem.
+  for. ``file:`` URIs are local files and get the local treatment (Hadoop's local
+  filesystem does not sync on close); on HDFS and object stores a closed file is
+  what the filesystem itself makes durable.
+
+Every committed file is recorded with its size and the SHA-256 of its bytes
+(:class:`StoredFile`), computed when it is made durable, so that recovery detects a
+damaged file - also a bit flip that keeps its size - before using it.
 
 :func:`filesystem_for` picks one from the root's spelling: a path without a
 ``scheme://`` prefix is local.
@@ -16,9 +25,12 @@ replace, copy the metadata database in and out - behind one small interface:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,20 +41,37 @@ from falkirk.storage.exceptions import StorageError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
 @dataclass(frozen=True, slots=True)
 class StoredFile:
-    """A committed data file and the size it had when committed."""
+    """A committed data file, with the size and SHA-256 (hex) it had when committed
+    (``sha256`` is None only for files committed without one)."""
 
     path: str
     size: int
+    sha256: str | None = None
 
 
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def is_uri(path: str | os.PathLike[str]) -> bool:
-    """True for ``scheme://...`` spellings (handled by Hadoop), False for plain paths."""
+    """True for ``scheme://...`` (and Hadoop's ``file:/...``) spellings, handled by
+    Hadoop; False for plain paths."""
     return bool(_URI.match(str(path)))
+
+
+def local_path(uri: str) -> str | None:
+    """The local path of a ``file:`` URI (``file:///tmp/x`` or ``file:/tmp/x``), None
+    for any other spelling with a scheme."""
+    if not uri.startswith("file:"):
+        return None
+    rest = uri[len("file:") :]
+    if rest.startswith("//"):  # an authority, empty for local files
+        rest = rest[2:]
+        slash = rest.find("/")
+        rest = rest[slash:] if slash >= 0 else "/"
+    return rest
 
 
 class FileSystem(Protocol):
@@ -50,10 +79,16 @@ class FileSystem(Protocol):
 
     def join(self, base: str, *parts: str) -> str: ...
 
-    def mkdirs(self, path: str) -> None: ...
+    def mkdirs(self, path: str) -> None:
+        """Create ``path`` and its parents; the new directories are durable."""
+        ...
 
     def size(self, path: str) -> int | None:
         """The file's size in bytes, or None if it does not exist."""
+        ...
+
+    def sha256(self, path: str) -> str:
+        """The SHA-256 (hex) of the file's bytes."""
         ...
 
     def children(self, path: str) -> list[tuple[str, bool]]:
@@ -61,8 +96,8 @@ class FileSystem(Protocol):
         ...
 
     def make_durable(self, paths: Iterable[str]) -> list[StoredFile]:
-        """Make the files durable and return them with their sizes; raises
-        :class:`StorageError` if one is missing (it cannot be committed)."""
+        """Make the files durable and return them with their sizes and checksums;
+        raises :class:`StorageError` if one is missing (it cannot be committed)."""
         ...
 
     def delete(self, path: str) -> None:
@@ -73,12 +108,26 @@ class FileSystem(Protocol):
         """Rename ``src`` to ``dst`` atomically, replacing ``dst`` if it exists."""
         ...
 
+    def rename_new(self, src: str, dst: str) -> bool:
+        """Rename ``src`` to ``dst`` only if ``dst`` does not exist, atomically (two
+        drivers renaming to the same ``dst`` at once: exactly one succeeds). Returns
+        False, leaving ``src`` in place, if ``dst`` exists."""
+        ...
+
     def upload(self, local: str, dst: str) -> None:
         """Copy a local file to ``dst`` (not atomic: write to a temporary name, then
-        :meth:`replace`)."""
+        :meth:`replace` or :meth:`rename_new`)."""
         ...
 
     def download(self, src: str, local: str) -> None: ...
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a small file durably (replacing it: not atomic)."""
+        ...
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """A small file's bytes, or None if it does not exist."""
+        ...
 
 
 class LocalFileSystem:
@@ -89,12 +138,17 @@ class LocalFileSystem:
 
     def mkdirs(self, path: str) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
+        sync_directory_entries(Path(path))
 
     def size(self, path: str) -> int | None:
         try:
             return os.stat(path).st_size
         except FileNotFoundError:
             return None
+
+    def sha256(self, path: str) -> str:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
 
     def children(self, path: str) -> list[tuple[str, bool]]:
         try:
@@ -113,17 +167,15 @@ class LocalFileSystem:
                 raise StorageError(f"cannot commit {path}: the file does not exist") from None
             try:
                 os.fsync(fd)
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
                 size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
-            stored.append(StoredFile(str(path), size))
+            stored.append(StoredFile(str(path), size, digest))
             dirs.add(path.parent)
-        for d in dirs:  # the directory entries too, or a crash may lose the names
-            fd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        for d in dirs:  # the names too, or a crash may lose them
+            sync_directory_entries(d, own=True)
         return stored
 
     def delete(self, path: str) -> None:
@@ -135,6 +187,16 @@ class LocalFileSystem:
 
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+        sync_directory_entries(Path(dst).parent, own=True)
+
+    def rename_new(self, src: str, dst: str) -> bool:
+        try:
+            os.link(src, dst)  # fails if dst exists: atomic on POSIX filesystems and NFS
+        except FileExistsError:
+            return False
+        os.unlink(src)
+        sync_directory_entries(Path(dst).parent, own=True)
+        return True
 
     def upload(self, local: str, dst: str) -> None:
         Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -144,17 +206,62 @@ class LocalFileSystem:
     def download(self, src: str, local: str) -> None:
         shutil.copyfile(src, local)
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+        self.make_durable([path])
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return Path(path).read_bytes()
+        except FileNotFoundError:
+            return None
+
+
+#: Directories whose own entry in their parent directory is known to be durable.
+_durable_entries: set[Path] = set()
+_durable_lock = threading.Lock()
+
+
+def sync_directory_entries(directory: Path, *, own: bool = False) -> None:
+    """Make ``directory``'s entry in its parent durable, and so on upwards until a
+    directory known to be durable (once per process); with ``own``, first the
+    entries inside ``directory`` itself (the names of files just written)."""
+    directory = directory.absolute()
+    if own:
+        _fsync_directory(directory)
+    with _durable_lock:
+        pending = []
+        d = directory
+        while d not in _durable_entries and d.parent != d:
+            pending.append(d)
+            d = d.parent
+    for d in pending:
+        _fsync_directory(d.parent)
+        with _durable_lock:
+            _durable_entries.add(d)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 class HadoopFileSystem:
     """A storage root on any Hadoop filesystem, reached through Spark's JVM.
 
     Uses the Hadoop configuration of ``spark`` (``spark.hadoop.*`` settings), so
-    credentials and endpoints are configured exactly as for Spark itself."""
+    credentials and endpoints are configured exactly as for Spark itself. ``file:``
+    URIs are handled as the local files they are (see the module docstring)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark._jvm  # py4j: the documented way to reach Hadoop
         self._conf: Any = spark._jsc.hadoopConfiguration()
         self._gateway: Any = spark.sparkContext._gateway
+        self._local = LocalFileSystem()
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)
@@ -165,7 +272,16 @@ class HadoopFileSystem:
     def join(self, base: str, *parts: str) -> str:
         return "/".join([base.rstrip("/"), *parts])
 
+    def spelling(self, path: str) -> str:
+        """``path`` spelled as Hadoop lists it (``file:///x`` is ``file:/x``), so that
+        paths built by :meth:`join` compare equal to those :meth:`children` returns."""
+        return str(self._path(path).toString())
+
     def mkdirs(self, path: str) -> None:
+        local = local_path(path)
+        if local is not None:
+            self._local.mkdirs(local)
+            return
         self._fs(path).mkdirs(self._path(path))
 
     def size(self, path: str) -> int | None:
@@ -174,6 +290,21 @@ class HadoopFileSystem:
         if not fs.exists(p):
             return None
         return int(fs.getFileStatus(p).getLen())
+
+    def sha256(self, path: str) -> str:
+        local = local_path(path)
+        if local is not None:
+            return self._local.sha256(local)
+        return self.jvm_sha256(path)
+
+    def jvm_sha256(self, path: str) -> str:
+        """The SHA-256 of any Hadoop path, computed in the JVM as it streams the file
+        (the bytes never cross into Python): for HDFS and object stores."""
+        stream = self._fs(path).open(self._path(path))
+        try:
+            return str(self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex(stream))
+        finally:
+            stream.close()
 
     def children(self, path: str) -> list[tuple[str, bool]]:
         fs = self._fs(path)
@@ -184,29 +315,102 @@ class HadoopFileSystem:
 
     def make_durable(self, paths: Iterable[str]) -> list[StoredFile]:
         stored: list[StoredFile] = []
-        for path in paths:  # Hadoop output streams are durable once closed
-            size = self.size(path)
+        for path in paths:
+            local = local_path(path)
+            if local is not None:  # Hadoop's local filesystem does not sync on close
+                (done,) = self._local.make_durable([local])
+                stored.append(StoredFile(path, done.size, done.sha256))
+                continue
+            size = self.size(path)  # HDFS and object stores: durable once closed
             if size is None:
                 raise StorageError(f"cannot commit {path}: the file does not exist")
-            stored.append(StoredFile(path, size))
+            stored.append(StoredFile(path, size, self.sha256(path)))
         return stored
 
     def delete(self, path: str) -> None:
         self._fs(path).delete(self._path(path), True)
 
-    def replace(self, src: str, dst: str) -> None:
+    def _rename(self, src: str, dst: str, mode: str) -> None:
         jvm = self._jvm
         context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(self._path(dst).toUri(), self._conf)
         options = self._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
-        options[0] = jvm.org.apache.hadoop.fs.Options.Rename.OVERWRITE
+        options[0] = getattr(jvm.org.apache.hadoop.fs.Options.Rename, mode)
         context.rename(self._path(src), self._path(dst), options)
 
+    def replace(self, src: str, dst: str) -> None:
+        src_local, dst_local = local_path(src), local_path(dst)
+        if src_local is not None and dst_local is not None:
+            self._local.replace(src_local, dst_local)
+            return
+        self._rename(src, dst, "OVERWRITE")
+
+    def rename_new(self, src: str, dst: str) -> bool:
+        src_local, dst_local = local_path(src), local_path(dst)
+        if src_local is not None and dst_local is not None:
+            return self._local.rename_new(src_local, dst_local)
+        # Atomic on HDFS (the NameNode refuses an existing destination). Object stores
+        # without atomic rename cannot fence two drivers this way (README, storage).
+        if self.size(dst) is not None:
+            return False
+        try:
+            self._rename(src, dst, "NONE")
+        except Exception as exc:  # py4j wraps FileAlreadyExistsException
+            if "FileAlreadyExistsException" in str(exc) or self.size(dst) is not None:
+                return False
+            raise
+        return True
+
     def upload(self, local: str, dst: str) -> None:
+        dst_local = local_path(dst)
+        if dst_local is not None:
+            self._local.upload(local, dst_local)
+            return
         self._fs(dst).copyFromLocalFile(False, True, self._path(os.path.abspath(local)), self._path(dst))
 
     def download(self, src: str, local: str) -> None:
+        src_local = local_path(src)
+        if src_local is not None:
+            self._local.download(src_local, local)
+            return
         # useRawLocalFileSystem=True: no .crc side file next to the local copy
         self._fs(src).copyToLocalFile(False, self._path(src), self._path(os.path.abspath(local)), True)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        local = local_path(path)
+        if local is not None:
+            self._local.write_bytes(local, data)
+            return
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(data)
+        try:
+            self.upload(f.name, path)
+        finally:
+            os.unlink(f.name)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        local = local_path(path)
+        if local is not None:
+            return self._local.read_bytes(local)
+        if self.size(path) is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, "copy")
+            try:
+                self.download(path, copy)
+            except Exception:  # deleted meanwhile
+                if self.size(path) is None:
+                    return None
+                raise
+            return Path(copy).read_bytes()
+
+
+def part_files(fs: FileSystem, directory: str) -> list[str]:
+    """The Parquet part files Spark wrote into ``directory``, in name order."""
+    return [
+        path
+        for path, is_dir in fs.children(directory)
+        if not is_dir and path.rsplit("/", 1)[-1].startswith("part-") and path.endswith(".parquet")
+    ]
 
 
 def filesystem_for(root: str | os.PathLike[str], spark: SparkSession | None = None) -> tuple[FileSystem, str]:
@@ -217,4 +421,5 @@ def filesystem_for(root: str | os.PathLike[str], spark: SparkSession | None = No
         return LocalFileSystem(), str(Path(root).absolute())
     if spark is None:
         raise StorageError(f"storage root {root}: a Hadoop URI needs a SparkSession to reach it")
-    return HadoopFileSystem(spark), str(root).rstrip("/")
+    fs = HadoopFileSystem(spark)
+    return fs, fs.spelling(str(root).rstrip("/"))

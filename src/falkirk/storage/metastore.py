@@ -5,14 +5,19 @@ files holding its state and logs, source offsets per epoch, and sink commits per
 epoch. The protocol (DESIGN.md, failure model):
 
 1. write data files (Parquet) under fresh, unique names;
-2. make them durable (:func:`make_durable`) and record their sizes;
+2. make them durable (:func:`make_durable`) and record their sizes and SHA-256;
 3. commit the metadata naming them in **one** SQLite transaction (:meth:`MetaStore.commit`).
 
 A crash before step 3 leaves files that no commit names: invisible, and collected
 later. A crash during step 3 leaves no trace (SQLite rolls the transaction back).
-On load, every file a commit names is checked against its recorded size, so a
-partial or damaged file is detected, never trusted (:class:`CorruptStorageError`).
+Before a committed file is used it is checked against its recorded size and
+checksum (:func:`verify_files`), so a partial or damaged file - also one with a
+flipped bit - is detected, never trusted (:class:`CorruptStorageError`).
 Records are JSON, never pickles.
+
+The store stays small however long a pipeline runs: records below the monitor's
+low-watermarks are forgotten (:class:`Forget`) in the same transaction as a later
+commit, source offsets included (a source needs only its latest position).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
 from falkirk.time import Frontier, frontier_to_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "meta.sqlite"
 
 _SCHEMA = """
@@ -80,22 +85,53 @@ class StoredCheckpoint:
 
 
 @dataclass
+class Forget:
+    """Records to forget in one transaction: garbage below the low-watermarks, or
+    work a rollback undoes. Forgetting a log or checkpoint returns its files, to be
+    deleted once the transaction is durable; a sink commit's files belong to the
+    sink's table and stay."""
+
+    logs: list[tuple[str, int]] = field(default_factory=list)
+    state: list[tuple[str, int]] = field(default_factory=list)
+    checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
+    sinks: list[tuple[str, int]] = field(default_factory=list)
+    #: source -> epoch: offsets of epochs up to it, except the source's latest
+    #: non-empty offsets (its position, from which the next epoch is planned).
+    offsets_upto: dict[str, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.logs or self.state or self.checkpoints or self.sinks or self.offsets_upto)
+
+    def merge(self, other: Forget) -> None:
+        """Add ``other``'s records to these."""
+        self.logs += [k for k in other.logs if k not in self.logs]
+        self.state += [k for k in other.state if k not in self.state]
+        self.checkpoints += [k for k in other.checkpoints if k not in self.checkpoints]
+        self.sinks += [k for k in other.sinks if k not in self.sinks]
+        for source, upto in other.offsets_upto.items():
+            self.offsets_upto[source] = max(upto, self.offsets_upto.get(source, upto))
+
+
+@dataclass
 class CommitBatch:
     """Everything one atomic commit records (all lists may be empty)."""
 
     checkpoints: list[tuple[CheckpointMeta, Sequence[StoredFile]]] = field(default_factory=list)
+    #: (source, epoch, offsets): the source's JSON object, or None when the source
+    #: had nothing new for the epoch.
     offsets: list[tuple[str, int, Any]] = field(default_factory=list)
     sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
     #: (edge, epoch, files) of logged messages.
     logs: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
     #: (processor, epoch, "base" | "delta", files) of keyed-state checkpoints.
     state: list[tuple[str, int, str, Sequence[StoredFile]]] = field(default_factory=list)
+    #: Records forgotten in the same transaction.
+    forget: Forget = field(default_factory=Forget)
 
 
 def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
-    """fsync local files (and their directories) and return them with their sizes.
-
-    Raises :class:`StorageError` if a file is missing: it cannot be committed."""
+    """fsync local files (and their directories) and return them with their sizes and
+    checksums. Raises :class:`StorageError` if a file is missing: it cannot be committed."""
     return LocalFileSystem().make_durable(str(p) for p in paths)
 
 
@@ -108,26 +144,47 @@ class MetaStore:
         *,
         fs: FileSystem | None = None,
         on_commit: Callable[[sqlite3.Connection], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         """Open (or create) the database in the local ``directory``. ``fs`` is the file
         system of the data files it names (to verify them); ``on_commit`` runs after
         every committed transaction (it publishes the database of a remote root, see
-        :mod:`falkirk.storage.published`)."""
+        :mod:`falkirk.storage.published`): a commit counts once it returns.
+        ``read_only`` opens an existing database without writing to it (also while a
+        driver runs on it)."""
         self.fs: FileSystem = fs or LocalFileSystem()
         self._on_commit = on_commit
         self.path = Path(directory) / DB_NAME
+        if read_only:
+            if not self.path.exists():
+                raise StorageError(f"{self.path} does not exist: no pipeline has run on this storage root")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
+            self._check_version()
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists()
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise StorageError(
-                f"{self.path} has metadata schema {version}; this Falkirk reads schema "
-                f"{SCHEMA_VERSION}. Use the Falkirk version that wrote it."
-            )
+        self._check_version()
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if fresh:
+            LocalFileSystem().make_durable([str(self.path)])
+
+    def _check_version(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            self._db.close()
+            raise StorageError(
+                f"{self.path} has metadata schema {version}; this Falkirk reads schema "
+                f"{SCHEMA_VERSION}. Use the Falkirk version that wrote it, or a fresh storage root."
+            )
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The database connection (to publish it: :mod:`falkirk.storage.published`)."""
+        return self._db
 
     def _committed(self) -> None:
         if self._on_commit is not None:
@@ -138,8 +195,9 @@ class MetaStore:
 
     # -- writing ----------------------------------------------------------------------
 
-    def commit(self, batch: CommitBatch) -> None:
-        """Record ``batch`` atomically: all of it is visible afterwards, or none."""
+    def commit(self, batch: CommitBatch) -> list[StoredFile]:
+        """Record ``batch`` atomically: all of it is visible afterwards, or none.
+        Returns the files of the records ``batch.forget`` forgot (delete them now)."""
         now = time.time()
         rows_ckpt = [
             (
@@ -157,6 +215,7 @@ class MetaStore:
         rows_state = [(p, e, kind, _files_json(f)) for p, e, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
+            forgotten = self._forget(batch.forget)
             self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", rows_ckpt)
             # Offsets of a replayed epoch are the ones recorded the first time: same input.
             self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?)", rows_off)
@@ -175,32 +234,44 @@ class MetaStore:
                 self._db.execute("ROLLBACK")
             raise
         self._committed()
+        return forgotten
 
-    def delete_checkpoints(self, processor: str, frontiers: Iterable[Frontier]) -> list[StoredFile]:
-        """Forget checkpoints (garbage collection); returns their files to delete."""
-        keys = [(processor, json.dumps(frontier_to_json(f))) for f in frontiers]
+    def forget(self, forget: Forget) -> list[StoredFile]:
+        """Forget records in one transaction of their own (a rollback's undoing);
+        returns the log and checkpoint files they named, to be deleted after."""
+        return self.commit(CommitBatch(forget=forget))
+
+    def _forget(self, forget: Forget) -> list[StoredFile]:
         files: list[StoredFile] = []
-        self._db.execute("BEGIN IMMEDIATE")
-        for key in keys:
-            for (raw,) in self._db.execute(
-                "SELECT files FROM checkpoints WHERE processor = ? AND frontier = ?", key
-            ):
-                files.extend(_files_from_json(raw))
-        self._db.executemany("DELETE FROM checkpoints WHERE processor = ? AND frontier = ?", keys)
-        self._db.execute("COMMIT")
-        self._committed()
+        for table, key_cols, keys in (
+            ("message_logs", ("edge", "epoch"), forget.logs),
+            ("state_files", ("processor", "epoch"), forget.state),
+            (
+                "checkpoints",
+                ("processor", "frontier"),
+                [(p, json.dumps(frontier_to_json(f))) for p, f in forget.checkpoints],
+            ),
+        ):
+            where = " AND ".join(f"{c} = ?" for c in key_cols)
+            for key in keys:
+                for (raw,) in self._db.execute(f"SELECT files FROM {table} WHERE {where}", key):
+                    files.extend(_files_from_json(raw))
+                self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
+        self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", forget.sinks)
+        for source, upto in forget.offsets_upto.items():
+            self._db.execute(
+                "DELETE FROM source_offsets WHERE source = ? AND epoch <= ? AND epoch IS NOT "
+                "(SELECT max(epoch) FROM source_offsets WHERE source = ? AND offsets != 'null')",
+                (source, upto, source),
+            )
         return files
 
     # -- reading ----------------------------------------------------------------------
 
-    def checkpoints(
-        self, topology: Topology, *, verify: bool = True
-    ) -> dict[str, list[StoredCheckpoint]]:
+    def checkpoints(self, topology: Topology) -> dict[str, list[StoredCheckpoint]]:
         """Committed checkpoints per processor of ``topology``, in increasing order.
-
-        With ``verify``, every named file must exist with its recorded size, else
-        :class:`CorruptStorageError`. Records of processors the topology lacks raise
-        too: the pipeline must not change under a storage root."""
+        Records of processors the topology lacks raise :class:`StorageError`: the
+        pipeline must not change under a storage root."""
         result: dict[str, list[StoredCheckpoint]] = {p: [] for p in topology.processors}
         for processor, record, raw_files in self._db.execute(
             "SELECT processor, record, files FROM checkpoints ORDER BY committed_at, rowid"
@@ -212,8 +283,6 @@ class MetaStore:
                     "them or a fresh storage root"
                 )
             files = tuple(_files_from_json(raw_files))
-            if verify:
-                verify_files(files, self.fs)
             meta = checkpoint_from_json(topology, json.loads(record))
             result[processor].append(StoredCheckpoint(meta, files))
         # Commit order is usually frontier order; sort by how many frontiers lie below
@@ -221,7 +290,8 @@ class MetaStore:
         return {p: _chain_order(items) for p, items in result.items()}
 
     def offsets(self, source: str) -> dict[int, Any]:
-        """Committed offsets of ``source`` per epoch."""
+        """Committed offsets of ``source`` per epoch still kept (None: the source had
+        nothing new for that epoch)."""
         return {
             epoch: json.loads(raw)
             for epoch, raw in self._db.execute(
@@ -230,8 +300,18 @@ class MetaStore:
             )
         }
 
+    def position(self, source: str) -> Any:
+        """The latest non-empty offsets of ``source`` (None before its first input):
+        where planning its next epoch starts."""
+        row = self._db.execute(
+            "SELECT offsets FROM source_offsets WHERE source = ? AND offsets != 'null' "
+            "ORDER BY epoch DESC LIMIT 1",
+            (source,),
+        ).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def sink_commits(self, sink: str) -> dict[int, tuple[StoredFile, ...]]:
-        """Committed epochs of ``sink`` with their files."""
+        """Committed epochs of ``sink`` still kept, with their files."""
         return {
             epoch: tuple(_files_from_json(raw))
             for epoch, raw in self._db.execute(
@@ -239,69 +319,29 @@ class MetaStore:
             )
         }
 
-    def logs(self, edge: str, *, verify: bool = True) -> dict[int, tuple[StoredFile, ...]]:
-        """Committed message logs of ``edge`` per epoch (files checked, see :meth:`checkpoints`)."""
-        found = {
+    def logs(self, edge: str) -> dict[int, tuple[StoredFile, ...]]:
+        """Committed message logs of ``edge`` per epoch (verify the files before use)."""
+        return {
             epoch: tuple(_files_from_json(raw))
             for epoch, raw in self._db.execute(
                 "SELECT epoch, files FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,)
             )
         }
-        if verify:
-            for files in found.values():
-                verify_files(files, self.fs)
-        return found
+
+    def log_epochs(self, edge: str) -> list[int]:
+        """The epochs of ``edge`` with a committed log."""
+        return [e for (e,) in self._db.execute("SELECT epoch FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,))]
 
     def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
-        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files),
-        every file checked against its committed size."""
-        found = [
+        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files)
+        (verify the files before use)."""
+        return [
             (epoch, kind, tuple(_files_from_json(raw)))
             for epoch, kind, raw in self._db.execute(
                 "SELECT epoch, kind, files FROM state_files WHERE processor = ? ORDER BY epoch",
                 (processor,),
             )
         ]
-        for _, _, files in found:
-            verify_files(files, self.fs)
-        return found
-
-    def forget(
-        self,
-        *,
-        logs: Iterable[tuple[str, int]] = (),
-        state: Iterable[tuple[str, int]] = (),
-        checkpoints: Iterable[tuple[str, Frontier]] = (),
-        sinks: Iterable[tuple[str, int]] = (),
-    ) -> list[StoredFile]:
-        """Delete records in one transaction (garbage collection, or work invalidated
-        by a rollback); returns the log and checkpoint files they named, to be deleted
-        after. A sink commit's files belong to the sink's table: forgetting the record
-        leaves them (a rolled-back epoch is replaced when it is written again)."""
-        files: list[StoredFile] = []
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", list(sinks))
-            for table, key_cols, keys in (
-                ("message_logs", ("edge", "epoch"), list(logs)),
-                ("state_files", ("processor", "epoch"), list(state)),
-                (
-                    "checkpoints",
-                    ("processor", "frontier"),
-                    [(p, json.dumps(frontier_to_json(f))) for p, f in checkpoints],
-                ),
-            ):
-                where = " AND ".join(f"{c} = ?" for c in key_cols)
-                for key in keys:
-                    for (raw,) in self._db.execute(f"SELECT files FROM {table} WHERE {where}", key):
-                        files.extend(_files_from_json(raw))
-                    self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._committed()
-        return files
 
     def referenced_files(self) -> set[str]:
         """Every file some commit names: anything else under the root is garbage."""
@@ -313,6 +353,14 @@ class MetaStore:
                 names.update(f.path for f in _files_from_json(raw))
         return names
 
+    def all_files(self) -> list[StoredFile]:
+        """Every committed file the store still names (for ``falkirk verify``)."""
+        found: list[StoredFile] = []
+        for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
+            for (raw,) in self._db.execute(f"SELECT files FROM {table}"):  # constant names
+                found.extend(_files_from_json(raw))
+        return found
+
 
 def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
     def below(s: StoredCheckpoint) -> int:
@@ -321,8 +369,9 @@ def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
     return sorted(items, key=below)
 
 
-def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None) -> None:
-    """Raise :class:`CorruptStorageError` unless every file exists with its size."""
+def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None, *, deep: bool = True) -> None:
+    """Raise :class:`CorruptStorageError` naming the file unless every file exists
+    with its committed size and, with ``deep``, its committed SHA-256 (reads it)."""
     fs = fs or LocalFileSystem()
     for f in files:
         size = fs.size(f.path)
@@ -333,11 +382,19 @@ def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None) -> N
                 f"committed file {f.path} has {size} bytes, {f.size} were committed: it was "
                 "damaged or truncated after the commit"
             )
+        if deep and f.sha256 is not None:
+            digest = fs.sha256(f.path)
+            if digest != f.sha256:
+                raise CorruptStorageError(
+                    f"committed file {f.path} is damaged: its SHA-256 is {digest}, {f.sha256} was "
+                    "committed (same size: a changed byte). It is not used; restore it from a "
+                    "backup of the storage root, or start with a fresh storage root."
+                )
 
 
 def _files_json(files: Sequence[StoredFile]) -> str:
-    return json.dumps([[f.path, f.size] for f in files])
+    return json.dumps([[f.path, f.size, f.sha256] for f in files])
 
 
 def _files_from_json(raw: str) -> list[StoredFile]:
-    return [StoredFile(path, size) for path, size in json.loads(raw)]
+    return [StoredFile(path, size, digest) for path, size, digest in json.loads(raw)]

@@ -1,0 +1,171 @@
+"""The ledger: what a running pipeline has committed, and what it may forget.
+
+The control plane of the epoch loop, without Spark (so it is tested over thousands
+of epochs in seconds): it plans each epoch's input from the sources' positions,
+commits a computed epoch with the Ξ records of every processor that can now roll
+back to it, feeds those records to the monitor, and turns the monitor's decisions
+into records to forget.
+
+Everything it keeps is bounded by what a recovery can still need, not by how long
+the pipeline has run: offsets, logs, checkpoints and sink commits below the
+low-watermarks are forgotten, each source plans from its latest position only, and
+what one commit lets go is forgotten in the same transaction as the next commit (one
+metadata write, and one publish on a remote root, per commit instead of two).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from falkirk.graph import Pipeline, Processor, Source
+from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
+from falkirk.runtime import xi
+from falkirk.runtime.epochs import epoch_of
+from falkirk.runtime.faults import crash_point
+from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
+
+logger = logging.getLogger(__name__)
+
+#: A source's offsets for one epoch: its JSON object, or None (nothing new).
+Offsets = dict[str, Any] | None
+
+
+class Ledger:
+    """The committed metadata of one run of a pipeline (see the module docstring)."""
+
+    def __init__(self, pipeline: Pipeline, topology: Topology, store: MetaStore) -> None:
+        self.pipeline = pipeline
+        self.topology = topology
+        self.store = store
+        self.sources: dict[str, Source] = {
+            p.name: p.params["source"] for p in pipeline.processors.values() if p.kind == "source"
+        }
+        self.sinks = [p.name for p in pipeline.processors.values() if p.kind == "sink"]
+        #: Committed offsets per source and epoch, for epochs a recovery may replay.
+        self.offsets: dict[str, dict[int, Offsets]] = {s: store.offsets(s) for s in self.sources}
+        #: Each source's latest non-empty offsets: the next epoch is planned from it.
+        self.position: dict[str, Offsets] = {s: store.position(s) for s in self.sources}
+        #: The last epoch ever planned: epochs up to it are replays, never planned anew.
+        self.planned_upto = max((e for c in self.offsets.values() for e in c), default=0)
+        #: What the last commit's decisions let go: forgotten with the next commit.
+        self.pending = Forget()
+        self.monitor = Monitor(topology, sources=list(self.sources), sinks=self.sinks)
+
+    def start_monitor(self) -> None:
+        """Feed the monitor every retained checkpoint (after a recovery settled)."""
+        self.monitor = Monitor(self.topology, sources=list(self.sources), sinks=self.sinks)
+        retained = self.store.checkpoints(self.topology)
+        self.pending.merge(self.forgettable(self.monitor.add_many(s.meta for ss in retained.values() for s in ss)))
+
+    # -- planning -------------------------------------------------------------------
+
+    def plan(self, epoch: int) -> dict[str, Offsets] | None:
+        """The input of ``epoch`` per source: the committed offsets when the epoch
+        was planned before (a replay reads exactly the same input; a source whose
+        offsets of the epoch were forgotten is not in the result, as it never reads
+        that epoch again), else the next offsets of every source, committed before
+        they are returned; None when no source has new input."""
+        if epoch <= self.planned_upto:
+            return {s: committed[epoch] for s, committed in self.offsets.items() if epoch in committed}
+        planned = {s: source.next_offsets(self.position[s]) for s, source in self.sources.items()}
+        if all(o is None for o in planned.values()):
+            return None
+        self.store.commit(CommitBatch(offsets=[(s, epoch, o) for s, o in planned.items()]))
+        for s, o in planned.items():
+            self.offsets[s][epoch] = o
+            if o is not None:
+                self.position[s] = o
+        self.planned_upto = epoch
+        crash_point("epoch.planned")
+        return planned
+
+    def check_input(self, epoch: int) -> None:
+        """Raise if a source's input of ``epoch`` changed since it was planned (called
+        right before the epoch commits)."""
+        for s, source in self.sources.items():
+            offsets = self.offsets[s].get(epoch)
+            if offsets is not None:
+                source.check(offsets)
+
+    # -- commit ---------------------------------------------------------------------
+
+    def kept_logs(self, key: str, batch: CommitBatch | None = None) -> set[int]:
+        """The epochs of output ``key`` (``processor.port``) whose log is kept."""
+        kept = set(self.store.log_epochs(key))
+        if batch is not None:
+            kept |= {t for k, t, _ in batch.logs if k == key}
+        return kept
+
+    def record(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
+        """Ξ(p, ↓epoch) if p can roll back to ``epoch`` once ``batch`` commits."""
+        checkpointed = any(s[0] == p.name for s in batch.state)
+        return xi.at_epoch(
+            self.topology, p, epoch, checkpointed=checkpointed, kept_logs=lambda key: self.kept_logs(key, batch)
+        )
+
+    def live(self, p: Processor, epoch: int) -> CheckpointMeta:
+        """Ξ(p, ⊤) of a processor that did not fail after ``epoch``."""
+        return xi.live(self.topology, p, epoch, self.kept_logs)
+
+    def commit(self, epoch: int, batch: CommitBatch, ran: Iterable[str]) -> list[StoredFile]:
+        """Commit a computed epoch: ``batch`` (its logs, checkpoints and sink files)
+        with Ξ(p, ↓epoch) of every processor in ``ran`` that can roll back to it, and
+        the records the previous commit let go. Returns the files those records named:
+        delete them now."""
+        records = [m for m in (self.record(self.pipeline.processors[n], epoch, batch) for n in ran) if m is not None]
+        batch.checkpoints = [(m, []) for m in records]
+        batch.forget, self.pending = self.pending, Forget()
+        crash_point("commit.before")
+        deletable = self.store.commit(batch)
+        crash_point("commit.after")
+        self._forgotten(batch.forget)
+        self.pending = self.forgettable(self.monitor.add_many(records))
+        return deletable
+
+    def forget(self, undone: Forget) -> list[StoredFile]:
+        """Forget ``undone`` (a rollback's) and what is pending, in one transaction
+        of their own; returns the files to delete."""
+        undone.merge(self.pending)
+        self.pending = Forget()
+        files = self.store.forget(undone)
+        self._forgotten(undone)
+        return files
+
+    def flush(self) -> list[StoredFile]:
+        """Forget what is pending now (at a clean stop); returns the files to delete."""
+        return self.forget(Forget()) if self.pending else []
+
+    def _forgotten(self, forget: Forget) -> None:
+        for s, upto in forget.offsets_upto.items():
+            self.offsets[s] = {e: o for e, o in self.offsets[s].items() if e > upto}
+
+    # -- garbage --------------------------------------------------------------------
+
+    def forgettable(self, decisions: Iterable[Decision]) -> Forget:
+        """The records the monitor's decisions let go: checkpoints and logs below the
+        low-watermarks (state files only below the newest base checkpoint at or below
+        the low-watermark: a delta is useless without its base), offsets of epochs no
+        recovery will replay, and sink commits that are final."""
+        lw = {p: epoch_of(f) for p, f in self.monitor.low_watermarks.items()}
+        forget = Forget()
+        for d in decisions:
+            if d.kind is DecisionKind.COLLECT_CHECKPOINTS:
+                forget.checkpoints += [(d.processor, f) for f in d.frontiers]
+                chain = self.store.state_files(d.processor)
+                bases = [t for t, kind, _ in chain if kind == "base" and t <= lw[d.processor]]
+                if bases:
+                    forget.state += [(d.processor, t) for t, _, _ in chain if t < max(bases)]
+            elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
+                key = d.edge.split(">")[0]
+                src, port = key.split(".")
+                upto = min(lw[q.name] for q in self.pipeline.consumers(src, port))
+                forget.logs += [(key, t) for t in self.store.log_epochs(key) if t <= upto]
+            elif d.kind is DecisionKind.ACK_SOURCE:
+                forget.offsets_upto[d.processor] = epoch_of(d.upto)
+            elif d.kind is DecisionKind.RELEASE_SINK:
+                upto = epoch_of(d.upto)
+                forget.sinks += [(d.processor, t) for t in self.store.sink_commits(d.processor) if t <= upto]
+        forget.logs = sorted(set(forget.logs))
+        return forget

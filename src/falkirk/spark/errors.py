@@ -1,0 +1,42 @@
+"""Spark's errors about damaged files, as Falkirk's own.
+
+Falkirk checks every committed file's size and SHA-256 before it reads it, and the
+session verifies Parquet page checksums while reading, so a file damaged between
+the check and the read still fails. Spark reports that as a Java exception deep in a
+task failure; :func:`as_storage_error` turns it into a
+:class:`~falkirk.storage.CorruptStorageError` that names the file.
+"""
+
+from __future__ import annotations
+
+import re
+
+from falkirk.storage import CorruptStorageError
+
+#: Phrases of the JVM's messages that mean a file's bytes are not what was written.
+_DAMAGE = (
+    "ChecksumException",
+    "could not verify page integrity",
+    "CRC checksum verification failed",
+    "is not a Parquet file",
+    "Can not read value at",
+)
+_PATH = re.compile(r"(?:reading file|file|File) ((?:file|hdfs|s3a|abfss?|gs)?:?/[^\s,;)\]]+)")
+
+
+def as_storage_error(exc: BaseException) -> CorruptStorageError | None:
+    """A :class:`CorruptStorageError` naming the file if ``exc`` (or an exception it
+    was raised from) says a file is damaged, else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if any(phrase in text for phrase in _DAMAGE):
+            match = _PATH.search(text)
+            where = match.group(1).rstrip(".") if match else "a file Spark read"
+            first = next(line for line in text.splitlines() if any(p in line for p in _DAMAGE))
+            return CorruptStorageError(
+                f"{where} is damaged (Spark: {first.strip()[:300]}); it is not used. Restore it "
+                "from a backup, or start with a fresh storage root."
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None

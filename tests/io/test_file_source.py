@@ -1,0 +1,131 @@
+"""FileSource: names read literally, offsets that identify input exactly, input that
+changes or arrives late stops the pipeline with an error naming it (finding 2 of the
+data-loss review)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.demo.verify import differences
+from falkirk.graph import LazyCheckpoint, Pipeline
+from falkirk.io import FileSource, MemorySink, ParquetTableSink
+from falkirk.io.exceptions import InputChangedError, LateInputError
+from falkirk.runtime import Engine
+
+#: Names Spark's reader would treat as glob patterns, or Hadoop as URI syntax.
+ODD_NAMES = ["f1.json", "f[1].json", "g{x,y}.json", "a*b.json", "q?.json", "colon:1.json",
+             "sp ace.json", "pct%20.json", "hash#1.json", "back\\slash.json", "ü.json", "f.json"]
+
+
+def write(directory: Path, name: str, *rows: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("".join(json.dumps({"name": r}) + "\n" for r in rows))
+    return path
+
+
+def test_planning_walks_the_names_in_order_and_keeps_only_a_position(tmp_path: Path) -> None:
+    for name in ("b.json", "a.json", "c.json", ".hidden.json", "_staging.json"):
+        write(tmp_path, name, name)
+    source = FileSource(str(tmp_path), "json", "name string", files_per_epoch=2)
+    first = source.next_offsets(None)
+    assert first is not None and [f[0] for f in first["files"]] == ["a.json", "b.json"]
+    assert first["last"] == "b.json" and first["seen"] == 2
+    second = source.next_offsets(first)
+    assert second is not None and [f[0] for f in second["files"]] == ["c.json"]
+    assert source.next_offsets(second) is None  # nothing new
+    write(tmp_path, "d.json", "d")
+    third = source.next_offsets(second)
+    assert third is not None and [f[0] for f in third["files"]] == ["d.json"]
+    size = (tmp_path / "d.json").stat().st_size
+    assert third["files"][0][1] == size and third["files"][0][2] == (tmp_path / "d.json").stat().st_mtime_ns
+
+
+def test_a_file_that_sorts_before_consumed_input_is_reported_not_skipped(tmp_path: Path) -> None:
+    write(tmp_path, "b.json", "b")
+    source = FileSource(str(tmp_path), "json", "name string")
+    first = source.next_offsets(None)
+    write(tmp_path, "a.json", "a")  # arrives late, with an earlier name
+    with pytest.raises(LateInputError, match=r"'a.json'.*arrived after 'b.json'"):
+        source.next_offsets(first)
+    (tmp_path / "a.json").unlink()
+    (tmp_path / "b.json").unlink()  # consumed input may be deleted
+    assert source.next_offsets(first) is None
+
+
+def test_a_changed_or_deleted_file_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.json", "a")
+    source = FileSource(str(tmp_path), "json", "name string")
+    offsets = source.next_offsets(None)
+    assert offsets is not None
+    source.check(offsets)
+    path.write_text('{"name": "rewritten, longer"}\n')
+    with pytest.raises(InputChangedError, match=r"a\.json' changed after .*\(size 14 -> 30 bytes"):
+        source.check(offsets)
+    path.unlink()
+    with pytest.raises(InputChangedError, match=r"a\.json' was deleted .* Put the original file back"):
+        source.check(offsets)
+
+
+@pytest.mark.parametrize("per_epoch", [1, 3])
+def test_odd_names_are_read_literally_each_exactly_once(spark: SparkSession, tmp_path: Path, per_epoch: int) -> None:
+    for name in ODD_NAMES:
+        write(tmp_path / "in", name, name)
+    sink = MemorySink()
+    p = Pipeline("odd")
+    p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", files_per_epoch=per_epoch)).sink("mem", sink)
+    report = Engine(p, tmp_path / "state", spark=spark).run()
+    assert len(report.epochs) == -(-len(ODD_NAMES) // per_epoch)
+    got = {epoch: sorted(r["name"] for r in rows) for epoch, rows in sink.epochs.items()}
+    ordered = sorted(ODD_NAMES)
+    want = {1 + i // per_epoch: sorted(ordered[i : i + per_epoch]) for i in range(0, len(ordered), per_epoch)}
+    assert got == want
+
+
+def _counting(tmp_path: Path) -> Pipeline:
+    p = Pipeline("counts")
+    src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string"))
+    src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
+    return p
+
+
+@pytest.mark.parametrize("change", ["rewrite", "delete"])
+def test_input_changed_before_a_replay_stops_with_the_file_named(spark: SparkSession, tmp_path: Path, change: str) -> None:
+    for i in range(1, 5):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
+    # The checkpoint is at epoch 2: a restart replays epoch 3 from e3.json.
+    if change == "rewrite":
+        write(tmp_path / "in", "e3.json", "x", "y3", "z")
+    else:
+        (tmp_path / "in" / "e3.json").unlink()
+    with pytest.raises(InputChangedError, match=r"e3\.json"):
+        Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
+    # Nothing was committed from the changed input: epoch 3's output is the first run's.
+    out = pd.read_parquet(tmp_path / "out")
+    assert sorted(out["epoch"].unique()) == [1, 2, 3]
+
+
+def test_restored_input_lets_the_pipeline_finish_exactly(spark: SparkSession, tmp_path: Path) -> None:
+    for i in range(1, 5):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
+    original = (tmp_path / "in" / "e3.json").read_bytes()
+    stat = (tmp_path / "in" / "e3.json").stat()
+    (tmp_path / "in" / "e3.json").write_bytes(b'{"name": "other"}\n')
+    with pytest.raises(InputChangedError):
+        Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
+    (tmp_path / "in" / "e3.json").write_bytes(original)  # put back as it was
+    os.utime(tmp_path / "in" / "e3.json", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
+    out = pd.read_parquet(tmp_path / "out")
+    want = pd.DataFrame(
+        [("x", n, n) for n in range(1, 5)] + [(f"y{i}", 1, i) for i in range(1, 5)], columns=["name", "n", "epoch"]
+    )
+    assert differences(out, want) == []
