@@ -71,6 +71,13 @@ def test_falkirk_verify_checks_every_committed_file(spark: SparkSession, inputs:
     flip_a_bit(checkpoint)
     assert main(command) == 1
     assert "2 damaged" in capsys.readouterr().out
+    db = inputs / "state" / "meta.sqlite"  # a metadata row, by its checksum
+    data = bytearray(db.read_bytes())
+    at = data.index(b'"last": "e')
+    data[at + 10] ^= 0x01
+    db.write_bytes(bytes(data))
+    assert main(command) == 1
+    assert "does not match its checksum" in capsys.readouterr().out
 
 
 def test_a_flip_spark_meets_while_reading_is_named_too(spark: SparkSession, tmp_path: Path) -> None:

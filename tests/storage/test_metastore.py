@@ -169,3 +169,52 @@ def test_sigkill_during_commits_leaves_whole_batches(tmp_path: Path, topo: Topol
     assert ckpt_epochs == list(range(1, len(ckpt_epochs) + 1))
     assert list(store.offsets("src")) == ckpt_epochs
     assert list(store.sink_commits("agg")) == ckpt_epochs
+
+
+def test_a_flipped_bit_in_a_row_is_reported_not_used(tmp_path: Path) -> None:
+    # Review: SQLite checks only its structure; a changed digit in an offset made a
+    # restart re-read consumed input. Every row carries a CRC now.
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(offsets=[("src", 1, {"last": "clicks-00008.csv"})]))
+    store.close()
+    db = tmp_path / "meta.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(db.read_bytes())
+    at = data.index(b"clicks-00008")
+    data[at + 11] = ord("0")  # '8' -> '0': same size, still a valid database
+    db.write_bytes(bytes(data))
+    reopened = MetaStore(tmp_path)
+    with pytest.raises(CorruptStorageError, match=r"source_offsets \('src', 1\) does not match its checksum"):
+        reopened.offsets("src")
+
+
+def test_a_truncated_database_is_named(tmp_path: Path) -> None:
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(offsets=[("src", e, {"n": e}) for e in range(1, 200)]))
+    store.close()
+    db = tmp_path / "meta.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    with pytest.raises(CorruptStorageError, match=r"metadata .*meta.sqlite is damaged"):
+        MetaStore(tmp_path).offsets("src")
+
+
+def test_files_under_the_root_are_recorded_relative_to_it(tmp_path: Path) -> None:
+    # Review: a copied or restored root pointed at the original's files (and its
+    # garbage collection deleted them).
+    root = tmp_path / "root"
+    (stored,) = make_durable([data_file(root, "log.parquet")])
+    outside = make_durable([data_file(tmp_path / "table", "epoch-1.parquet")])
+    store = MetaStore(root, root=str(root))
+    store.commit(CommitBatch(logs=[("a.out", 1, [stored])], sink_commits=[("out", 1, outside)]))
+    store.close()
+    import shutil
+
+    shutil.copytree(root, tmp_path / "copy")
+    copy = MetaStore(tmp_path / "copy", root=str(tmp_path / "copy"))
+    assert copy.logs("a.out")[1][0].path == str(tmp_path / "copy" / "data" / "log.parquet")
+    assert copy.sink_commits("out")[1][0].path == outside[0].path  # a table outside the root: as is

@@ -13,7 +13,10 @@ later. A crash during step 3 leaves no trace (SQLite rolls the transaction back)
 Before a committed file is used it is checked against its recorded size and
 checksum (:func:`verify_files`), so a partial or damaged file - also one with a
 flipped bit - is detected, never trusted (:class:`CorruptStorageError`).
-Records are JSON, never pickles.
+Records are JSON, never pickles, and every row carries a CRC-32 of its values that is
+checked whenever it is read, so a flipped bit in the database is reported, not used
+(SQLite's own integrity check sees only its structure). Paths of files under the
+storage root are stored relative to it: a copied or restored root is whole by itself.
 
 The store stays small however long a pipeline runs: records below the monitor's
 low-watermarks are forgotten (:class:`Forget`) in the same transaction as a later
@@ -26,6 +29,7 @@ import json
 import os
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,18 +50,21 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     record TEXT NOT NULL,
     files TEXT NOT NULL,
     committed_at REAL NOT NULL,
+    crc INTEGER NOT NULL,
     PRIMARY KEY (processor, frontier)
 );
 CREATE TABLE IF NOT EXISTS source_offsets (
     source TEXT NOT NULL,
     epoch INTEGER NOT NULL,
     offsets TEXT NOT NULL,
+    crc INTEGER NOT NULL,
     PRIMARY KEY (source, epoch)
 );
 CREATE TABLE IF NOT EXISTS message_logs (
     edge TEXT NOT NULL,
     epoch INTEGER NOT NULL,
     files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
     PRIMARY KEY (edge, epoch)
 );
 CREATE TABLE IF NOT EXISTS state_files (
@@ -65,15 +72,26 @@ CREATE TABLE IF NOT EXISTS state_files (
     epoch INTEGER NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
     files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
     PRIMARY KEY (processor, epoch)
 );
 CREATE TABLE IF NOT EXISTS sink_commits (
     sink TEXT NOT NULL,
     epoch INTEGER NOT NULL,
     files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
     PRIMARY KEY (sink, epoch)
 );
 """
+
+#: Every table's columns, in order (the last, ``crc``, checks the others).
+_COLUMNS = {
+    "checkpoints": ("processor", "frontier", "record", "files", "committed_at"),
+    "source_offsets": ("source", "epoch", "offsets"),
+    "message_logs": ("edge", "epoch", "files"),
+    "state_files": ("processor", "epoch", "kind", "files"),
+    "sink_commits": ("sink", "epoch", "files"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,21 +163,36 @@ class MetaStore:
         fs: FileSystem | None = None,
         on_commit: Callable[[sqlite3.Connection], None] | None = None,
         read_only: bool = False,
+        root: str | None = None,
     ) -> None:
         """Open (or create) the database in the local ``directory``. ``fs`` is the file
         system of the data files it names (to verify them); ``on_commit`` runs after
         every committed transaction (it publishes the database of a remote root, see
         :mod:`falkirk.storage.published`): a commit counts once it returns.
         ``read_only`` opens an existing database without writing to it (also while a
-        driver runs on it)."""
+        driver runs on it). Files under ``root`` (the storage root, spelled as ``fs``
+        lists it; by default ``directory``, as for a local root) are recorded
+        relative to it. A damaged database raises :class:`CorruptStorageError`
+        naming it."""
         self.fs: FileSystem = fs or LocalFileSystem()
         self._on_commit = on_commit
+        self.root = (root or str(Path(directory).absolute())).rstrip("/")
         self.path = Path(directory) / DB_NAME
+        try:
+            self._open(read_only)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptStorageError(
+                f"metadata {self.path} is damaged ({exc}); it is not used. Restore the storage root "
+                "from a backup, or start with a fresh one."
+            ) from exc
+
+    def _open(self, read_only: bool) -> None:
         if read_only:
             if not self.path.exists():
                 raise StorageError(f"{self.path} does not exist: no pipeline has run on this storage root")
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
             self._check_version()
+            self._check_structure()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists()
@@ -167,10 +200,16 @@ class MetaStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._check_version()
+        self._check_structure()
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if fresh:
             LocalFileSystem().make_durable([str(self.path)])
+
+    def _check_structure(self) -> None:
+        verdict = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(verdict)
 
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -200,28 +239,28 @@ class MetaStore:
         Returns the files of the records ``batch.forget`` forgot (delete them now)."""
         now = time.time()
         rows_ckpt = [
-            (
+            _row(
                 meta.processor,
                 json.dumps(frontier_to_json(meta.frontier)),
                 json.dumps(checkpoint_to_json(meta)),
-                _files_json(files),
+                self._files_json(files),
                 now,
             )
             for meta, files in batch.checkpoints
         ]
-        rows_off = [(s, e, json.dumps(o)) for s, e, o in batch.offsets]
-        rows_sink = [(s, e, _files_json(f)) for s, e, f in batch.sink_commits]
-        rows_logs = [(edge, e, _files_json(f)) for edge, e, f in batch.logs]
-        rows_state = [(p, e, kind, _files_json(f)) for p, e, kind, f in batch.state]
+        rows_off = [_row(s, e, json.dumps(o)) for s, e, o in batch.offsets]
+        rows_sink = [_row(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
+        rows_logs = [_row(edge, e, self._files_json(f)) for edge, e, f in batch.logs]
+        rows_state = [_row(p, e, kind, self._files_json(f)) for p, e, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             forgotten = self._forget(batch.forget)
-            self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", rows_ckpt)
+            self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)", rows_ckpt)
             # Offsets of a replayed epoch are the ones recorded the first time: same input.
-            self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?)", rows_off)
-            self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?)", rows_sink)
-            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?)", rows_logs)
-            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?)", rows_state)
+            self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
+            self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
+            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?)", rows_logs)
+            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?)", rows_state)
             self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             self._db.execute("ROLLBACK")
@@ -254,8 +293,8 @@ class MetaStore:
         ):
             where = " AND ".join(f"{c} = ?" for c in key_cols)
             for key in keys:
-                for (raw,) in self._db.execute(f"SELECT files FROM {table} WHERE {where}", key):
-                    files.extend(_files_from_json(raw))
+                for row in self._select(table, where, key):
+                    files.extend(self._files_from_json(row["files"]))
                 self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
         self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", forget.sinks)
         for source, upto in forget.offsets_upto.items():
@@ -268,23 +307,41 @@ class MetaStore:
 
     # -- reading ----------------------------------------------------------------------
 
+    def _select(self, table: str, where: str = "1", params: Sequence[Any] = (), order: str = "rowid") -> list[dict[str, Any]]:
+        """The rows of ``table`` matching ``where``, each checked against its CRC
+        (:class:`CorruptStorageError` names the database and the row otherwise)."""
+        columns = _COLUMNS[table]
+        found = []
+        query = f"SELECT {', '.join(columns)}, crc FROM {table} WHERE {where} ORDER BY {order}"  # constant names
+        try:
+            rows = self._db.execute(query, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptStorageError(f"metadata {self.path} is damaged ({exc}); it is not used") from exc
+        for *values, crc in rows:
+            if _crc(values) != crc:
+                raise CorruptStorageError(
+                    f"metadata {self.path} is damaged: a row of {table} ({values[0]!r}, {values[1]!r}) does "
+                    "not match its checksum; it is not used. Restore the storage root from a backup, or "
+                    "start with a fresh one."
+                )
+            found.append(dict(zip(columns, values, strict=True)))
+        return found
+
     def checkpoints(self, topology: Topology) -> dict[str, list[StoredCheckpoint]]:
         """Committed checkpoints per processor of ``topology``, in increasing order.
         Records of processors the topology lacks raise :class:`StorageError`: the
         pipeline must not change under a storage root."""
         result: dict[str, list[StoredCheckpoint]] = {p: [] for p in topology.processors}
-        for processor, record, raw_files in self._db.execute(
-            "SELECT processor, record, files FROM checkpoints ORDER BY committed_at, rowid"
-        ):
+        for row in self._select("checkpoints", order="committed_at, rowid"):
+            processor = row["processor"]
             if processor not in result:
                 raise StorageError(
                     f"{self.path} holds checkpoints of processor {processor!r}, which this "
                     f"pipeline does not have ({sorted(result)}); use the pipeline that wrote "
                     "them or a fresh storage root"
                 )
-            files = tuple(_files_from_json(raw_files))
-            meta = checkpoint_from_json(topology, json.loads(record))
-            result[processor].append(StoredCheckpoint(meta, files))
+            meta = checkpoint_from_json(topology, json.loads(row["record"]))
+            result[processor].append(StoredCheckpoint(meta, tuple(self._files_from_json(row["files"]))))
         # Commit order is usually frontier order; sort by how many frontiers lie below
         # (a chain's order) so that out-of-order commits are listed correctly too.
         return {p: _chain_order(items) for p, items in result.items()}
@@ -292,74 +349,69 @@ class MetaStore:
     def offsets(self, source: str) -> dict[int, Any]:
         """Committed offsets of ``source`` per epoch still kept (None: the source had
         nothing new for that epoch)."""
-        return {
-            epoch: json.loads(raw)
-            for epoch, raw in self._db.execute(
-                "SELECT epoch, offsets FROM source_offsets WHERE source = ? ORDER BY epoch",
-                (source,),
-            )
-        }
+        rows = self._select("source_offsets", "source = ?", (source,), "epoch")
+        return {row["epoch"]: json.loads(row["offsets"]) for row in rows}
 
     def position(self, source: str) -> Any:
         """The latest non-empty offsets of ``source`` (None before its first input):
         where planning its next epoch starts."""
-        row = self._db.execute(
-            "SELECT offsets FROM source_offsets WHERE source = ? AND offsets != 'null' "
-            "ORDER BY epoch DESC LIMIT 1",
-            (source,),
-        ).fetchone()
-        return None if row is None else json.loads(row[0])
+        rows = self._select("source_offsets", "source = ? AND offsets != 'null'", (source,), "epoch DESC LIMIT 1")
+        return json.loads(rows[0]["offsets"]) if rows else None
 
     def sink_commits(self, sink: str) -> dict[int, tuple[StoredFile, ...]]:
         """Committed epochs of ``sink`` still kept, with their files."""
-        return {
-            epoch: tuple(_files_from_json(raw))
-            for epoch, raw in self._db.execute(
-                "SELECT epoch, files FROM sink_commits WHERE sink = ? ORDER BY epoch", (sink,)
-            )
-        }
+        rows = self._select("sink_commits", "sink = ?", (sink,), "epoch")
+        return {row["epoch"]: tuple(self._files_from_json(row["files"])) for row in rows}
 
     def logs(self, edge: str) -> dict[int, tuple[StoredFile, ...]]:
         """Committed message logs of ``edge`` per epoch (verify the files before use)."""
-        return {
-            epoch: tuple(_files_from_json(raw))
-            for epoch, raw in self._db.execute(
-                "SELECT epoch, files FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,)
-            )
-        }
+        rows = self._select("message_logs", "edge = ?", (edge,), "epoch")
+        return {row["epoch"]: tuple(self._files_from_json(row["files"])) for row in rows}
 
     def log_epochs(self, edge: str) -> list[int]:
         """The epochs of ``edge`` with a committed log."""
-        return [e for (e,) in self._db.execute("SELECT epoch FROM message_logs WHERE edge = ? ORDER BY epoch", (edge,))]
+        return list(self.logs(edge))
 
     def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
         """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files)
         (verify the files before use)."""
-        return [
-            (epoch, kind, tuple(_files_from_json(raw)))
-            for epoch, kind, raw in self._db.execute(
-                "SELECT epoch, kind, files FROM state_files WHERE processor = ? ORDER BY epoch",
-                (processor,),
-            )
-        ]
+        rows = self._select("state_files", "processor = ?", (processor,), "epoch")
+        return [(row["epoch"], row["kind"], tuple(self._files_from_json(row["files"]))) for row in rows]
 
     def referenced_files(self) -> set[str]:
         """Every file some commit names: anything else under the root is garbage."""
-        names: set[str] = set()
-        for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
-            for (raw,) in self._db.execute(
-                f"SELECT files FROM {table}"
-            ):  # table names are constants
-                names.update(f.path for f in _files_from_json(raw))
-        return names
+        return {f.path for f in self.all_files()}
+
+    def check_rows(self) -> int:
+        """Read every row of every table, checking its CRC; returns how many there are
+        (raises :class:`CorruptStorageError` at the first damaged one)."""
+        return sum(len(self._select(table)) for table in _COLUMNS)
 
     def all_files(self) -> list[StoredFile]:
         """Every committed file the store still names (for ``falkirk verify``)."""
         found: list[StoredFile] = []
         for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
-            for (raw,) in self._db.execute(f"SELECT files FROM {table}"):  # constant names
-                found.extend(_files_from_json(raw))
+            for row in self._select(table):
+                found.extend(self._files_from_json(row["files"]))
         return found
+
+    # -- paths --------------------------------------------------------------------------
+
+    def _files_json(self, files: Sequence[StoredFile]) -> str:
+        return json.dumps([[self._relative(f.path), f.size, f.sha256] for f in files])
+
+    def _files_from_json(self, raw: str) -> list[StoredFile]:
+        return [StoredFile(self._absolute(path), size, digest) for path, size, digest in json.loads(raw)]
+
+    def _relative(self, path: str) -> str:
+        if path.startswith(self.root + "/"):
+            return "@root/" + path[len(self.root) + 1 :]
+        return path
+
+    def _absolute(self, path: str) -> str:
+        if path.startswith("@root/"):
+            return self.fs.join(self.root, path[len("@root/") :])
+        return path
 
 
 def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
@@ -392,9 +444,10 @@ def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None, *, d
                 )
 
 
-def _files_json(files: Sequence[StoredFile]) -> str:
-    return json.dumps([[f.path, f.size, f.sha256] for f in files])
+def _crc(values: Sequence[Any]) -> int:
+    return zlib.crc32(json.dumps(list(values)).encode())
 
 
-def _files_from_json(raw: str) -> list[StoredFile]:
-    return [StoredFile(path, size, digest) for path, size, digest in json.loads(raw)]
+def _row(*values: Any) -> tuple[Any, ...]:
+    """``values`` and their CRC, as a table row."""
+    return (*values, _crc(values))

@@ -181,7 +181,14 @@ class PublishedMetadata:
         base = self._path(f"driver-{generation:012d}")
         if self.fs.size(f"{base}.released") is not None:
             return None
-        info = json.loads(self._read(f"{base}.json") or b"{}")
+        raw = self._read(f"{base}.json") or b"{}"
+        try:
+            info = json.loads(raw)
+        except ValueError:
+            raise CorruptStorageError(
+                f"lease file {base}.json is damaged ({raw[:60]!r}); if no driver runs on this storage "
+                "root, delete it and start again"
+            ) from None
         who = f"driver #{generation}: pid {info.get('pid')} on {info.get('host')}"
         if info.get("host") == host_name():
             return who if process_alive(int(info.get("pid", 0)), info.get("start")) else None

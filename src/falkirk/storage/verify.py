@@ -1,8 +1,8 @@
 """Checking every committed file of a storage root (``falkirk verify``).
 
 Recovery checks each committed file before it uses it; this checks all of them at
-once - logs, checkpoints and the output files sinks committed - against the sizes
-and SHA-256 their commits recorded, for a pipeline that is running or stopped, on a
+once - every metadata row against its checksum, then logs, checkpoints and the output
+files sinks committed against the sizes and SHA-256 their commits recorded, for a pipeline that is running or stopped, on a
 local or remote root, without changing anything.
 """
 
@@ -24,6 +24,8 @@ class Verdict:
 
     checked: int = 0
     bytes: int = 0
+    #: Metadata rows checked against their checksums.
+    rows: int = 0
     damaged: list[str] = field(default_factory=list)
 
 
@@ -36,9 +38,17 @@ def verify_root(fs: FileSystem, root: str) -> Verdict:
         if is_uri(root):
             PublishedMetadata(fs, root, work, DB_NAME).fetch()
             directory = work
-        store = MetaStore(Path(directory), fs=fs, read_only=True)
         try:
+            store = MetaStore(Path(directory), fs=fs, read_only=True, root=root)
+        except CorruptStorageError as exc:
+            verdict.damaged.append(str(exc))
+            return verdict
+        try:
+            verdict.rows = store.check_rows()
             files = store.all_files()
+        except CorruptStorageError as exc:
+            verdict.damaged.append(str(exc))
+            return verdict
         finally:
             store.close()
     for f in files:
