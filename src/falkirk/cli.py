@@ -7,7 +7,7 @@
   and verified against one Spark batch job;
 * ``falkirk scenarios`` - solves the bundled paper scenarios (examples/scenarios/);
 * ``falkirk warm-up`` - builds the JVM's class-data sharing archive (once per
-  installation; Spark sessions then start ~3 s faster, see falkirk.spark.cds);
+  installation; Spark sessions then start ~3 s faster, see falkirk.warmup);
 * ``falkirk verify STORAGE [TABLE ...]`` - checks every committed file of a storage
   root against the size and SHA-256 its commit recorded, and every epoch file of the
   given ParquetTableSink tables against its checksum file (exit 1 if one is damaged).
@@ -72,9 +72,9 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 
 def _warm_up(args: argparse.Namespace) -> int:
-    from falkirk.spark import cds
+    from falkirk import warmup
 
-    built = cds.build()
+    built = warmup.build()
     print(f"falkirk: class-data sharing archive: {built or 'none (Spark starts without it)'}")
     return 0
 

@@ -22,7 +22,13 @@ from falkirk.graph import (
 )
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
-from falkirk.storage import CorruptStorageError, MetaStore, RootLock, StorageInUseError
+from falkirk.storage import (
+    CorruptStorageError,
+    MetaStore,
+    RootLock,
+    StorageError,
+    StorageInUseError,
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +70,7 @@ def test_full_history_replays_its_inputs(spark, clicks: Path, tmp_path: Path) ->
     Engine(pipeline(clicks, tmp_path, FullHistory(), EagerCheckpoint()), tmp_path / "state", spark=spark).run(max_epochs=2)
     report = Engine(pipeline(clicks, tmp_path, FullHistory(), EagerCheckpoint()), tmp_path / "state", spark=spark).run()
     assert report.recovered is not None and report.recovered["sessions"] == 2
-    assert len(MetaStore(tmp_path / "state").logs("sessions.in")) == 5  # the history is kept
+    assert len(MetaStore(tmp_path / "state").logs("sessions.in0")) == 5  # the history is kept
     assert_whole_output(spark, tmp_path, clicks)
 
 
@@ -288,3 +294,27 @@ def test_vectorized_state_must_keep_its_key_columns(spark, tmp_path: Path) -> No
     with pytest.raises(GraphError, match="on_epoch_end needs the per-key form"):
         src.stateful("x", "k", lambda r, s: (None, None), state_schema="n long", output_schema="k string",
                      vectorized=True, on_epoch_end=lambda k, s, e: (None, None))
+
+
+def test_a_copied_root_runs_on_its_own_and_leaves_the_original_alone(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Review: metadata held absolute paths, so a run on a copy of a root read the
+    # original's files and its garbage collection deleted them.
+    import shutil
+
+    Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark).run(max_epochs=3)
+    shutil.copytree(tmp_path / "state", tmp_path / "copy")
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "state").rglob("*.parquet")}
+    copy_out = tmp_path / "copy-work"
+    shutil.copytree(tmp_path / "out", copy_out / "out")
+    shutil.copytree(tmp_path / "rej", copy_out / "rej")
+    Engine(pipeline(clicks, copy_out, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "copy", spark=spark).run()
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "state").rglob("*.parquet")} == before
+    assert_whole_output(spark, copy_out, clicks)
+    Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark).run()
+    assert_whole_output(spark, tmp_path, clicks)
+
+
+def test_a_root_is_refused_under_its_other_spelling(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    Engine(pipeline(clicks, tmp_path), tmp_path / "state", spark=spark).run(max_epochs=1)
+    with pytest.raises(StorageError, match="was used as a local path and is now given as a file: URI"):
+        Engine(pipeline(clicks, tmp_path), f"file://{tmp_path / 'state'}", spark=spark, metadata_dir=tmp_path / "m").run()

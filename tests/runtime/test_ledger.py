@@ -28,7 +28,7 @@ def pipeline() -> Pipeline:
 
 
 def topology(p: Pipeline) -> Topology:
-    edges = [(f"{i.src}.{i.port}>{q.name}", i.src, q.name, "identity") for q in p.processors.values() for i in q.inputs]
+    edges = [(name, i.src, q.name, "identity") for name, i, q, _ in p.edges()]
     return Topology.build({name: EPOCHS for name in p.processors}, edges)
 
 
@@ -104,3 +104,16 @@ def test_nothing_new_plans_nothing(tmp_path: Path) -> None:
     assert ledger.plan(1) == {"src": {"n": 1}} and ledger.plan(2) == {"src": {"n": 2}}
     assert ledger.plan(3) is None
     assert MetaStore(tmp_path / "state").offsets("src") == {1: {"n": 1}, 2: {"n": 2}}
+
+
+def test_a_multi_input_processor_records_every_input_edge(tmp_path: Path) -> None:
+    p = Pipeline("multi")
+    a, b = p.source("a", CountingSource(3)), p.source("b", CountingSource(2))
+    a.join("j", b, "k", policy=EagerCheckpoint()).union("u", a, b).sink("out", NullSink())
+    ledger = Ledger(p, topology(p), MetaStore(tmp_path / "state"))
+    batch = CommitBatch(state=[("j", 1, "base", [])])
+    record = ledger.record(p.processors["j"], 1, batch)
+    assert record is not None and set(record.delivered) == {"a.out>j", "b.out>j"}
+    union = ledger.record(p.processors["u"], 1, batch)
+    assert union is not None and set(union.delivered) == {"j.out>u", "a.out>u", "b.out>u"}
+    assert set(record.discarded) == {"j.out>u"}  # j logs (eager): nothing but collected logs discarded

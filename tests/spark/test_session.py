@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from falkirk import warmup
 from falkirk.spark import cds
 
 
@@ -51,6 +52,6 @@ def test_a_failed_training_run_leaves_no_archive(monkeypatch: pytest.MonkeyPatch
     def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
         return subprocess.CompletedProcess(args, 1, b"", b"Error: no base archive")
 
-    monkeypatch.setattr(cds.subprocess, "run", failing)
-    assert cds.build() is None
+    monkeypatch.setattr(warmup.subprocess, "run", failing)
+    assert warmup.build() is None
     assert list(cds.archive_path().parent.iterdir()) == []  # no partial archive under any name

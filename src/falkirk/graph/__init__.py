@@ -1,12 +1,14 @@
 """The dataflow description: processors, streams between them, and policies.
 
-Pure Python: a :class:`Pipeline` says *what* runs; :mod:`falkirk.runtime` runs it.
+Pure Python: a :class:`Pipeline` says *what* runs (each processor's typed spec is in
+:mod:`falkirk.graph.specs`); :mod:`falkirk.operators` say how on Spark, and
+:mod:`falkirk.runtime` runs it.
 """
 
 from __future__ import annotations
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.pipeline import Pipeline, Processor, Stream
+from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
 from falkirk.graph.plugins import Sink, Source
 from falkirk.graph.policies import (
     EagerCheckpoint,
@@ -21,6 +23,7 @@ __all__ = [
     "EagerCheckpoint",
     "FullHistory",
     "GraphError",
+    "Input",
     "LazyCheckpoint",
     "LogOutputs",
     "Pipeline",

@@ -14,41 +14,38 @@ fault-tolerance :mod:`policy <falkirk.graph.policies>`::
                                 policy=LazyCheckpoint(every=5)))
     per_user.sink("out", ParquetTableSink("out/"))
 
-Nothing runs until the pipeline is given to :class:`falkirk.runtime.Engine`.
+Graphs are general: a stream may be read by several processors (fan-out), a pipeline
+may have several sources, and :meth:`Stream.union`, :meth:`Stream.join` and
+:meth:`Stream.lookup` take several inputs. Nothing runs until the pipeline is given
+to :class:`falkirk.runtime.Engine`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.plugins import Sink, Source
-from falkirk.graph.policies import (
-    EagerCheckpoint,
-    FullHistory,
-    LazyCheckpoint,
-    LogOutputs,
-    Policy,
-    Stateless,
+from falkirk.graph.policies import Policy, Stateless
+from falkirk.graph.specs import (
+    AggregateSpec,
+    ExchangeSpec,
+    JoinSpec,
+    LookupSpec,
+    MapSpec,
+    OperatorSpec,
+    SinkSpec,
+    SourceSpec,
+    StatefulSpec,
+    UnionSpec,
+    ValidateSpec,
+    keys,
 )
 
-AGGREGATES = ("count", "sum", "min", "max", "avg", "first", "last")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-#: Which policies each kind of processor accepts.
-_ALLOWED: dict[str, tuple[type[Policy], ...]] = {
-    "source": (Stateless,),
-    "map": (Stateless, LogOutputs),
-    "validate": (Stateless, LogOutputs),
-    "exchange": (Stateless, LogOutputs),
-    "aggregate": (Stateless, LogOutputs, LazyCheckpoint, EagerCheckpoint, FullHistory),
-    "stateful": (Stateless, LogOutputs, LazyCheckpoint, EagerCheckpoint, FullHistory),
-    "sink": (Stateless,),
-}
-_PORTS = {"validate": ("valid", "rejected"), "sink": ()}
 
 
 @dataclass(frozen=True)
@@ -59,27 +56,32 @@ class Input:
     port: str
 
     @property
-    def edge(self) -> str:
+    def key(self) -> str:
+        """``src.port``: the name of the output (its log, its schema)."""
         return f"{self.src}.{self.port}"
 
 
 @dataclass(frozen=True)
 class Processor:
-    """One node of the pipeline (see :class:`Pipeline` for the kinds)."""
+    """One node of the pipeline: its spec (what it does), inputs and policy."""
 
     name: str
-    kind: str
+    spec: OperatorSpec
     inputs: tuple[Input, ...]
     policy: Policy
-    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
 
     @property
     def ports(self) -> tuple[str, ...]:
-        return _PORTS.get(self.kind, ("out",))
+        return self.spec.ports
 
     @property
     def stateful(self) -> bool:
-        return self.kind in ("aggregate", "stateful")
+        """Keeps keyed state between epochs."""
+        return self.spec.keyed
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,17 @@ class Stream:
     processor: str
     port: str = "out"
 
+    def apply(self, name: str, spec: OperatorSpec, *others: Stream, policy: Policy | None = None) -> Stream:
+        """Add processor ``name`` running ``spec`` on this stream (and ``others``, its
+        further inputs, in order); returns its first output. Every builder below is a
+        shorthand for this; operators of your own are added with it."""
+        return self.pipeline.add(name, spec, [self, *others], policy)
+
     def map(self, name: str, fn: Callable[..., Any], *, policy: Policy | None = None) -> Stream:
         """A stateless transform ``fn(df) -> df`` (filters, projections, explode...).
 
         ``fn`` may take a second argument, the epoch number."""
-        return self.pipeline._add(name, "map", [self], policy, fn=fn)
+        return self.apply(name, MapSpec(fn=fn), policy=policy)
 
     def validate(
         self, name: str, fn: Callable[[Any], Any], *, policy: Policy | None = None
@@ -102,12 +110,12 @@ class Stream:
         """Split rows with ``fn(df) -> df`` returning the rows plus a string column
         ``reason``: null for valid rows (sent on the first stream, without
         ``reason``), the reason otherwise (second stream, for a dead-letter sink)."""
-        self.pipeline._add(name, "validate", [self], policy, fn=fn)
+        self.apply(name, ValidateSpec(fn=fn), policy=policy)
         return Stream(self.pipeline, name, "valid"), Stream(self.pipeline, name, "rejected")
 
     def exchange(self, name: str, key: str | Sequence[str], *, policy: Policy | None = None) -> Stream:
         """Repartition rows by ``key`` (a processor boundary: rows of one key meet)."""
-        return self.pipeline._add(name, "exchange", [self], policy, key=_keys(name, key))
+        return self.apply(name, ExchangeSpec(key=keys(name, key)), policy=policy)
 
     def aggregate(
         self,
@@ -120,17 +128,11 @@ class Stream:
         """Running aggregates per key: ``{"out_col": (func, in_col)}`` with func one of
         count (in_col may be None), sum, min, max, avg, first, last. Each epoch emits,
         for the keys it touched, the key, the updated aggregates and nothing else."""
-        for out, spec in aggregates.items():
-            if not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in AGGREGATES:
-                raise GraphError(
-                    f"processor {name!r}: aggregate {out!r} must be (func, column) with func in "
-                    f"{AGGREGATES}, got {spec!r}"
-                )
-            if spec[0] != "count" and spec[1] is None:
-                raise GraphError(f"processor {name!r}: aggregate {out!r} ({spec[0]}) needs a column")
-        return self.pipeline._add(
-            name, "aggregate", [self], policy, key=_keys(name, key), aggregates=dict(aggregates)
-        )
+        try:
+            spec = AggregateSpec(key=keys(name, key), aggregates=dict(aggregates))
+        except GraphError as exc:
+            raise GraphError(f"processor {name!r}: {exc}") from exc
+        return self.apply(name, spec, policy=policy)
 
     def stateful(
         self,
@@ -166,26 +168,72 @@ class Stream:
         included; a key left out loses its state). No Python call per key: with
         pandas group-bys it is typically 10-100x faster than the per-key form.
         Not combinable with ``on_epoch_end``."""
-        if vectorized and on_epoch_end is not None:
-            raise GraphError(f"{name}: on_epoch_end needs the per-key form; drop vectorized=True")
-        if on_epoch_end is not None and not callable(on_epoch_end):
-            raise GraphError(f"{name}: on_epoch_end must be a function (key, state, epoch) -> (outputs, new_state)")
-        return self.pipeline._add(
-            name,
-            "stateful",
-            [self],
-            policy,
-            key=_keys(name, key),
-            fn=fn,
-            state_schema=state_schema,
-            output_schema=output_schema,
-            on_epoch_end=on_epoch_end,
-            vectorized=vectorized,
-        )
+        try:
+            spec = StatefulSpec(
+                key=keys(name, key),
+                fn=fn,
+                state_schema=state_schema,
+                output_schema=output_schema,
+                on_epoch_end=on_epoch_end,
+                vectorized=vectorized,
+            )
+        except GraphError as exc:
+            raise GraphError(f"{name}: {exc}") from exc
+        return self.apply(name, spec, policy=policy)
+
+    def union(self, name: str, *others: Stream, policy: Policy | None = None) -> Stream:
+        """The rows of this stream and of ``others`` (all with the same columns and
+        types, in any order): one stream."""
+        return self.apply(name, UnionSpec(), *others, policy=policy)
+
+    def join(
+        self,
+        name: str,
+        other: Stream,
+        on: str | Sequence[str],
+        *,
+        how: str = "inner",
+        retain: int | None = None,
+        policy: Policy | None = None,
+    ) -> Stream:
+        """A keyed stream-stream equi-join of this stream (left) and ``other``
+        (right) on the columns ``on``. Both sides' rows are kept as state, so rows
+        that arrive in different epochs still meet: each pair of a left and a right
+        row with equal keys is emitted exactly once, in the first epoch in which both
+        have arrived. Output columns: ``on``, the left side's other columns, the
+        right side's (their names must differ).
+
+        ``retain=N``: a row waits N epochs for a match (its arrival epoch and the N-1
+        after it) and then leaves the state, so the state holds N epochs of rows;
+        ``None`` (inner joins only) keeps every row forever. ``how="left"`` or
+        ``"full"`` also emits a left (and right) row that never met a match, with
+        nulls for the other side, in the last epoch it waited."""
+        try:
+            spec = JoinSpec(on=keys(name, on), how=how, retain=retain)
+        except GraphError as exc:
+            raise GraphError(f"processor {name!r}: {exc}") from exc
+        return self.apply(name, spec, other, policy=policy)
+
+    def lookup(
+        self, name: str, table: Stream, on: str | Sequence[str], *, how: str = "left", policy: Policy | None = None
+    ) -> Stream:
+        """Each row of this stream with the current version of a keyed table that
+        another part of the pipeline maintains: ``table`` is a stream of upserts (each
+        row the new version of its key; for example an aggregate's output, or a batch
+        computation re-run every N epochs). A row of epoch e sees the table as of the
+        end of epoch e. Output: this stream's columns, then the table's other columns
+        (null when the key has no version yet; ``how="inner"`` drops such rows). If
+        an epoch has several rows for one key, the greatest of them (comparing all
+        columns) is the new version."""
+        try:
+            spec = LookupSpec(on=keys(name, on), how=how)
+        except GraphError as exc:
+            raise GraphError(f"processor {name!r}: {exc}") from exc
+        return self.apply(name, spec, table, policy=policy)
 
     def sink(self, name: str, sink: Sink) -> None:
         """Write the stream to ``sink`` (exactly once per epoch)."""
-        self.pipeline._add(name, "sink", [self], Stateless(), sink=sink)
+        self.apply(name, SinkSpec(writer=sink))
 
 
 class Pipeline:
@@ -196,34 +244,37 @@ class Pipeline:
         self.processors: dict[str, Processor] = {}
 
     def source(self, name: str, source: Source) -> Stream:
-        """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into epochs."""
-        return self._add(name, "source", [], Stateless(), source=source)
+        """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into
+        epochs. A pipeline may have several: each epoch reads the next input of every
+        source (a source with nothing new contributes no rows)."""
+        return self.add(name, SourceSpec(reader=source), [], None)
 
-    def _add(
-        self,
-        name: str,
-        kind: str,
-        inputs: Sequence[Stream],
-        policy: Policy | None,
-        **params: Any,
-    ) -> Stream:
+    def union(self, name: str, *streams: Stream, policy: Policy | None = None) -> Stream:
+        """The rows of all ``streams`` (same columns): see :meth:`Stream.union`."""
+        if not streams:
+            raise GraphError(f"union {name!r}: give the streams to merge")
+        return streams[0].union(name, *streams[1:], policy=policy)
+
+    def add(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None) -> Stream:
+        """Add processor ``name`` (see :meth:`Stream.apply`)."""
         if not _NAME.match(name):
             raise GraphError(
                 f"processor name {name!r}: use letters, digits and underscores, starting with a letter"
             )
         if name in self.processors:
             raise GraphError(f"processor {name!r} is defined twice; give each processor its own name")
+        if not isinstance(spec, OperatorSpec):
+            raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
+        spec.check_arity(name, len(inputs))
         policy = policy or Stateless()
-        if not isinstance(policy, _ALLOWED[kind]):
-            allowed = ", ".join(t.__name__ for t in _ALLOWED[kind])
-            raise GraphError(
-                f"processor {name!r} ({kind}) cannot use {policy.name}: it accepts {allowed}"
-            )
+        if not isinstance(policy, spec.policies):
+            allowed = ", ".join(t.__name__ for t in spec.policies)
+            raise GraphError(f"processor {name!r} ({spec.kind}) cannot use {policy.name}: it accepts {allowed}")
         for s in inputs:
             if s.pipeline is not self:
                 raise GraphError(f"processor {name!r}: its input comes from another pipeline")
-        self.processors[name] = Processor(name, kind, tuple(Input(s.processor, s.port) for s in inputs), policy, params)
-        return Stream(self, name, _PORTS.get(kind, ("out",))[0] if kind != "sink" else "out")
+        self.processors[name] = Processor(name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy)
+        return Stream(self, name, spec.ports[0] if spec.ports else "out")
 
     # -- queries used by the runtime ---------------------------------------------------
 
@@ -235,9 +286,22 @@ class Pipeline:
             if any(i.src == processor and (port is None or i.port == port) for i in q.inputs)
         ]
 
+    def edges(self) -> list[tuple[str, Input, Processor, int]]:
+        """Every edge as (name, the output it carries, receiver, the receiver's input
+        index). Named ``src.port>dst``, with ``#k`` added where one output feeds
+        several inputs of the same receiver (a self-join)."""
+        found = []
+        for q in self.processors.values():
+            for k, i in enumerate(q.inputs):
+                name = f"{i.key}>{q.name}"
+                if sum(j == i for j in q.inputs) > 1:
+                    name += f"#{k}"
+                found.append((name, i, q, k))
+        return found
+
     def check(self) -> None:
         """Raise :class:`GraphError` if the pipeline cannot run."""
-        if not any(p.kind == "source" for p in self.processors.values()):
+        if not any(p.spec.source for p in self.processors.values()):
             raise GraphError(f"pipeline {self.name!r} has no source; add one with Pipeline.source")
         for p in self.processors.values():
             for port in p.ports:
@@ -246,10 +310,3 @@ class Pipeline:
                         f"processor {p.name!r}: output {port!r} goes nowhere; send it to a sink "
                         "or another processor"
                     )
-
-
-def _keys(name: str, key: str | Sequence[str]) -> tuple[str, ...]:
-    keys = (key,) if isinstance(key, str) else tuple(key)
-    if not keys or not all(isinstance(k, str) and k for k in keys):
-        raise GraphError(f"processor {name!r}: key must be a column name or a list of them, got {key!r}")
-    return keys

@@ -19,6 +19,7 @@ before one already consumed cannot be read in order any more and is reported
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Mapping
@@ -30,9 +31,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.io.exceptions import InputChangedError, LateInputError
+from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 
-FORMATS = ("csv", "json", "parquet")
+FORMATS = ("csv", "json", "parquet", "text")
 #: Characters Spark's reader treats as a glob pattern in a path.
 GLOB_CHARACTERS = frozenset("{}[]*?\\")
 
@@ -41,8 +42,10 @@ Offsets = dict[str, Any]
 
 @dataclass(frozen=True)
 class FileSource:
-    """Files of ``path`` (``csv``, ``json`` or ``parquet``) read with ``schema`` (a
-    DDL string) and reader ``options``, in name order, ``files_per_epoch`` per epoch.
+    """Files of ``path`` (``csv``, ``json``, ``parquet`` or ``text``) read with
+    ``schema`` (a DDL string; ``value string`` for text, one row per line or, with
+    option ``wholetext``, per file) and reader ``options``, in name order,
+    ``files_per_epoch`` per epoch.
     Names starting with ``.`` or ``_`` are ignored: write a file under such a name
     and rename it when it is complete, so that no epoch reads it half-written.
 
@@ -73,20 +76,25 @@ class FileSource:
         """The next epoch's files after ``previous`` (the offsets of the last epoch
         that read from this source; None before the first), or None when no new file
         is there. Raises :class:`LateInputError` if a file arrived that sorts before
-        one already consumed."""
+        one already consumed, and :class:`SourceError` for a name Spark cannot read."""
+        planned_at = time.time_ns()  # before listing: anything placed after it is newer
         names = self._names()
         last: str | None = previous["last"] if previous else None
         older = [n for n in names if last is not None and n <= last]
-        if previous is not None and len(older) > previous["seen"]:
-            raise LateInputError(self._late_message(older, previous))
+        if previous is not None:
+            late = self._late(older, previous)
+            if late:
+                raise LateInputError(self._late_message(late, previous))
         fresh = sorted(n for n in names if last is None or n > last)[: self.files_per_epoch]
         if not fresh:
             return None
         files = []
         for name in fresh:
+            _check_name(self.path, name)
             st = os.stat(Path(self.path) / name)
             files.append([name, st.st_size, st.st_mtime_ns])
-        return {"files": files, "last": fresh[-1], "seen": len(older) + len(fresh), "planned_at": time.time()}
+        seen = sorted([*older, *fresh])
+        return {"files": files, "last": fresh[-1], "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
 
     def _names(self) -> list[str]:
         try:
@@ -97,16 +105,30 @@ class FileSource:
         except NotADirectoryError:
             raise GraphError(f"FileSource: {self.path!r} is not a directory") from None
 
-    def _late_message(self, older: list[str], previous: Offsets) -> str:
-        since = float(previous.get("planned_at", 0.0))
-        late = sorted(n for n in older if os.stat(Path(self.path) / n).st_mtime > since)
-        which = f" (probably {', '.join(repr(n) for n in late[:5])})" if late else ""
+    def _late(self, older: list[str], previous: Offsets) -> list[str]:
+        """Files sorting at or before the last one consumed that were not there when
+        the previous epoch was planned. If the set of such names is unchanged (by its
+        digest) there are none; else they are the ones placed in the directory (their
+        inode changed: created, copied, renamed in) since that planning began - so a
+        deleted consumed file cannot hide a late one, and a consumed file put back
+        as it was is not new."""
+        if _digest(sorted(older)) == previous.get("names"):
+            return []
+        since = int(previous.get("planned_at_ns", 0))
+        just_read = {f[0] for f in previous["files"]}
+        placed_since = [n for n in older if n not in just_read and _changed_ns(self.path, n) >= since]
+        if placed_since or len(older) > previous["seen"]:
+            return placed_since or ["(unknown)"]
+        return []
+
+    def _late_message(self, late: list[str], previous: Offsets) -> str:
+        which = ", ".join(repr(n) for n in late[:5]) + (" ..." if len(late) > 5 else "")
         return (
-            f"FileSource({self.path!r}): {len(older) - previous['seen']} file(s){which} arrived after "
-            f"{previous['last']!r}, which sorts after them, was consumed. Files are read in name "
-            "order, so they can no longer be read in order. Give new files names that sort after "
-            "the last one (zero-padded numbers or timestamps), or move them away; or start with a "
-            "fresh storage root to read everything again."
+            f"FileSource({self.path!r}): input {which} arrived after {previous['last']!r}, which "
+            "sorts after it, was consumed. Files are read in name order, so it can no longer be "
+            "read in order. Give new files names that sort after the last one (zero-padded numbers "
+            "or timestamps) or move them away; or start with a fresh storage root to read everything "
+            "again. (A consumed file renamed or copied in under another name counts as new.)"
         )
 
     # -- reading --------------------------------------------------------------------
@@ -139,8 +161,11 @@ class FileSource:
         header = 1 if self.options.get("header") == "true" else 0
         total = 0
         for name, _, _ in offsets["files"]:
-            with open(Path(self.path) / name, "rb") as f:
-                total += max(sum(1 for _ in f) - header, 0)
+            try:
+                with open(Path(self.path) / name, "rb") as f:
+                    total += max(sum(1 for _ in f) - header, 0)
+            except FileNotFoundError:  # only a display: the read itself says what is wrong
+                continue
         return total
 
     def read(self, spark: SparkSession, offsets: Offsets) -> DataFrame:
@@ -159,10 +184,8 @@ class FileSource:
 
     def _read(self, spark: SparkSession, paths: list[str]) -> DataFrame:
         reader = spark.read.schema(self.schema).options(**self.options).option("__globPaths__", "false")
-        if self.format == "parquet":  # DataFrameReader.parquet takes paths as varargs
-            return reader.parquet(*paths)
-        df: DataFrame = getattr(reader, self.format)(paths)
-        return df
+        # format().load(): DataFrameReader.text() would reset options such as wholetext
+        return reader.format(self.format).load(paths)
 
 
 _REPLAY_ADVICE = (
@@ -170,6 +193,31 @@ _REPLAY_ADVICE = (
     "than read other rows. Put the original file back, or start with a fresh storage root "
     "(and fresh outputs) to process the input as it is now."
 )
+
+
+def _digest(names: list[str]) -> str:
+    """A digest of a sorted list of names."""
+    return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _changed_ns(directory: str, name: str) -> int:
+    """When ``name``'s inode last changed (created, renamed, copied in, chmod)."""
+    try:
+        return os.stat(Path(directory) / name).st_ctime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def _check_name(directory: str, name: str) -> None:
+    """Refuse a name Spark cannot be given (not valid UTF-8), naming it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SourceError(
+            f"FileSource({directory!r}): the file name {name.encode('utf-8', 'surrogateescape')!r} is not "
+            "valid UTF-8, which Spark cannot read; rename it (its content is not read until then, "
+            "and no later file is read before it)"
+        ) from None
 
 
 def _stamp(mtime_ns: int) -> str:

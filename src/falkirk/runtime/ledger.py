@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from falkirk.graph import Pipeline, Processor, Source
+from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.runtime import xi
 from falkirk.runtime.epochs import epoch_of
@@ -40,9 +41,9 @@ class Ledger:
         self.topology = topology
         self.store = store
         self.sources: dict[str, Source] = {
-            p.name: p.params["source"] for p in pipeline.processors.values() if p.kind == "source"
+            p.name: p.spec.reader for p in pipeline.processors.values() if isinstance(p.spec, SourceSpec)
         }
-        self.sinks = [p.name for p in pipeline.processors.values() if p.kind == "sink"]
+        self.sinks = [p.name for p in pipeline.processors.values() if p.spec.sink]
         #: Committed offsets per source and epoch, for epochs a recovery may replay.
         self.offsets: dict[str, dict[int, Offsets]] = {s: store.offsets(s) for s in self.sources}
         #: Each source's latest non-empty offsets: the next epoch is planned from it.
@@ -81,10 +82,12 @@ class Ledger:
         crash_point("epoch.planned")
         return planned
 
-    def check_input(self, epoch: int) -> None:
-        """Raise if a source's input of ``epoch`` changed since it was planned (called
-        right before the epoch commits)."""
-        for s, source in self.sources.items():
+    def check_input(self, epoch: int, read_by: Iterable[str]) -> None:
+        """Raise if the input of ``epoch`` of a source in ``read_by`` (those that read
+        it: a source that holds the epoch already does not) changed since it was
+        planned (called right before the epoch commits)."""
+        for s in set(read_by) & set(self.sources):
+            source = self.sources[s]
             offsets = self.offsets[s].get(epoch)
             if offsets is not None:
                 source.check(offsets)

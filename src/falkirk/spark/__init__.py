@@ -1,4 +1,4 @@
-"""Everything that touches pyspark: the session, keyed state, operators, Parquet files."""
+"""The pyspark plumbing operators share: the session, keyed state and kept rows, Parquet files, errors."""
 
 from __future__ import annotations
 

@@ -1,0 +1,220 @@
+"""What each kind of processor does, as typed, validated specs.
+
+A :class:`~falkirk.graph.Processor` holds one spec: the operator's parameters, plus
+what the engine needs to know of its kind - its output ports, how many inputs it
+takes, which policies fit it, whether it keeps keyed state, whether it is a source
+or a sink. The code that runs a spec on Spark lives in :mod:`falkirk.operators`
+(one module per kind, registered by spec type); this module is pure Python.
+
+A new kind of operator is one module in :mod:`falkirk.operators` holding its spec
+(a subclass of :class:`OperatorSpec`) and its implementation, plus one registry
+entry; :meth:`falkirk.graph.Stream.apply` adds it to a pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from falkirk.graph.exceptions import GraphError
+from falkirk.graph.plugins import Sink, Source
+from falkirk.graph.policies import (
+    EagerCheckpoint,
+    FullHistory,
+    LazyCheckpoint,
+    LogOutputs,
+    Policy,
+    Stateless,
+)
+
+AGGREGATES = ("count", "sum", "min", "max", "avg", "first", "last")
+JOINS = ("inner", "left", "full")
+LOOKUPS = ("left", "inner")
+ALL_POLICIES: tuple[type[Policy], ...] = (Stateless, LogOutputs, LazyCheckpoint, EagerCheckpoint, FullHistory)
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """Base of every spec. Class attributes describe the kind; fields are parameters."""
+
+    #: The kind's name (also the registry key of its implementation).
+    kind: ClassVar[str] = ""
+    #: Output ports, the first one being what the builder returns.
+    ports: ClassVar[tuple[str, ...]] = ("out",)
+    #: Number of inputs (None: two or more).
+    arity: ClassVar[int | None] = 1
+    #: Names of the inputs, for messages (``arity`` of them, or one pattern).
+    input_names: ClassVar[tuple[str, ...]] = ("input",)
+    policies: ClassVar[tuple[type[Policy], ...]] = (Stateless, LogOutputs)
+    #: Keeps keyed state between epochs (checkpointed by the checkpoint policies).
+    keyed: ClassVar[bool] = False
+    #: Reads external input (has offsets) / writes external output (commits files).
+    source: ClassVar[bool] = False
+    sink: ClassVar[bool] = False
+
+    def check_arity(self, name: str, inputs: int) -> None:
+        if self.arity is None:
+            if inputs < 2:
+                raise GraphError(f"processor {name!r} ({self.kind}) needs two or more inputs, got {inputs}")
+        elif inputs != self.arity:
+            raise GraphError(f"processor {name!r} ({self.kind}) takes {self.arity} input(s), got {inputs}")
+
+
+@dataclass(frozen=True)
+class SourceSpec(OperatorSpec):
+    """Reads a :class:`~falkirk.graph.Source` epoch by epoch."""
+
+    kind: ClassVar[str] = "source"
+    arity: ClassVar[int | None] = 0
+    input_names: ClassVar[tuple[str, ...]] = ()
+    policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
+    source: ClassVar[bool] = True
+    reader: Source = field(default=None)  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class MapSpec(OperatorSpec):
+    """``fn(df)`` or ``fn(df, epoch)`` -> DataFrame, per epoch."""
+
+    kind: ClassVar[str] = "map"
+    fn: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise GraphError(f"map: fn must be a function (df) -> df, got {self.fn!r}")
+
+
+@dataclass(frozen=True)
+class ValidateSpec(OperatorSpec):
+    """``fn(df)`` adds a string column ``reason`` (null = valid): two outputs."""
+
+    kind: ClassVar[str] = "validate"
+    ports: ClassVar[tuple[str, ...]] = ("valid", "rejected")
+    fn: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise GraphError(f"validate: fn must be a function (df) -> df with a reason column, got {self.fn!r}")
+
+
+@dataclass(frozen=True)
+class ExchangeSpec(OperatorSpec):
+    """Repartitions rows by ``key``."""
+
+    kind: ClassVar[str] = "exchange"
+    key: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AggregateSpec(OperatorSpec):
+    """Running aggregates per key: ``{"out": (func, column)}``."""
+
+    kind: ClassVar[str] = "aggregate"
+    policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
+    keyed: ClassVar[bool] = True
+    key: tuple[str, ...] = ()
+    aggregates: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.aggregates:
+            raise GraphError("aggregate: give at least one aggregate, e.g. {'n': ('count', None)}")
+        for out, spec in self.aggregates.items():
+            if not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in AGGREGATES:
+                raise GraphError(f"aggregate {out!r} must be (func, column) with func in {AGGREGATES}, got {spec!r}")
+            if spec[0] != "count" and spec[1] is None:
+                raise GraphError(f"aggregate {out!r} ({spec[0]}) needs a column")
+
+
+@dataclass(frozen=True)
+class StatefulSpec(OperatorSpec):
+    """A user function with per-key state (see :meth:`falkirk.graph.Stream.stateful`)."""
+
+    kind: ClassVar[str] = "stateful"
+    policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
+    keyed: ClassVar[bool] = True
+    key: tuple[str, ...] = ()
+    fn: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    state_schema: str = ""
+    output_schema: str = ""
+    on_epoch_end: Callable[..., Any] | None = None
+    vectorized: bool = False
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise GraphError(f"stateful: fn must be a function, got {self.fn!r}")
+        if self.vectorized and self.on_epoch_end is not None:
+            raise GraphError("on_epoch_end needs the per-key form; drop vectorized=True")
+        if self.on_epoch_end is not None and not callable(self.on_epoch_end):
+            raise GraphError("on_epoch_end must be a function (key, state, epoch) -> (outputs, new_state)")
+
+
+@dataclass(frozen=True)
+class SinkSpec(OperatorSpec):
+    """Writes its input to a :class:`~falkirk.graph.Sink`, exactly once per epoch."""
+
+    kind: ClassVar[str] = "sink"
+    ports: ClassVar[tuple[str, ...]] = ()
+    policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
+    sink: ClassVar[bool] = True
+    writer: Sink = field(default=None)  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class UnionSpec(OperatorSpec):
+    """The rows of two or more streams with the same columns."""
+
+    kind: ClassVar[str] = "union"
+    arity: ClassVar[int | None] = None
+    input_names: ClassVar[tuple[str, ...]] = ("stream",)
+
+
+@dataclass(frozen=True)
+class JoinSpec(OperatorSpec):
+    """A keyed stream-stream equi-join (see :meth:`falkirk.graph.Stream.join`)."""
+
+    kind: ClassVar[str] = "join"
+    arity: ClassVar[int | None] = 2
+    input_names: ClassVar[tuple[str, ...]] = ("left", "right")
+    policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
+    keyed: ClassVar[bool] = True
+    on: tuple[str, ...] = ()
+    how: str = "inner"
+    retain: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.how not in JOINS:
+            raise GraphError(f"join: how must be one of {JOINS}, got {self.how!r}")
+        if self.retain is not None and (not isinstance(self.retain, int) or self.retain < 1):
+            raise GraphError(f"join: retain must be a number of epochs >= 1 (or None: forever), got {self.retain!r}")
+        if self.how != "inner" and self.retain is None:
+            raise GraphError(
+                f"join: a {self.how} join emits a row without a match once it can no longer match; "
+                "give retain=N (epochs a row waits for its match)"
+            )
+
+
+@dataclass(frozen=True)
+class LookupSpec(OperatorSpec):
+    """Each row of a stream with the current version of a keyed table (see
+    :meth:`falkirk.graph.Stream.lookup`)."""
+
+    kind: ClassVar[str] = "lookup"
+    arity: ClassVar[int | None] = 2
+    input_names: ClassVar[tuple[str, ...]] = ("stream", "table")
+    policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
+    keyed: ClassVar[bool] = True
+    on: tuple[str, ...] = ()
+    how: str = "left"
+
+    def __post_init__(self) -> None:
+        if self.how not in LOOKUPS:
+            raise GraphError(f"lookup: how must be one of {LOOKUPS}, got {self.how!r}")
+
+
+def keys(name: str, key: str | Sequence[str]) -> tuple[str, ...]:
+    """Key columns from a name or a list of names (validated)."""
+    found = (key,) if isinstance(key, str) else tuple(key)
+    if not found or not all(isinstance(k, str) and k for k in found):
+        raise GraphError(f"processor {name!r}: key must be a column name or a list of them, got {key!r}")
+    return found

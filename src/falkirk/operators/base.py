@@ -1,0 +1,139 @@
+"""The protocol every operator implements, and what the engine hands it.
+
+An operator is the runtime half of one processor: the engine calls
+
+1. :meth:`Operator.set_up` once, with the schemas of its inputs (on empty
+   DataFrames, before anything runs): it returns its output schemas and creates its
+   state - so a pipeline is checked whole before the first epoch;
+2. :meth:`Operator.start` once storage is open (a sink prepares its table);
+3. :meth:`Operator.step` for every epoch, with the epoch's input DataFrames, in
+   epoch order per processor. A keyed operator runs it in two halves: whatever does
+   not depend on its state (reading, shuffling and sorting the epoch's rows) first,
+   then :attr:`Step.wait_previous` - the processor's previous epoch has been merged -
+   then the merge into its state. Epochs overlap, yet apply to state in order;
+4. :meth:`Operator.emit` after the step: a sink writes the epoch and returns the
+   files to commit;
+5. for keyed operators, :meth:`Operator.checkpoint` when the policy asks (the rows to
+   persist, written by the engine), :meth:`Operator.restore` and :meth:`Operator.reset`
+   on recovery, :meth:`Operator.release` once an epoch has committed.
+
+What the policy persists besides (logged outputs, logged inputs for
+:class:`~falkirk.graph.FullHistory`) and all metadata are the engine's: an operator
+only says what its state is.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from falkirk.graph import GraphError, Processor
+from falkirk.graph.specs import OperatorSpec
+from falkirk.storage import StoredFile
+
+#: A keyed-state checkpoint chain: (epoch, "base" | "delta", files), oldest first.
+Chain = Sequence[tuple[int, str, Sequence[StoredFile]]]
+
+
+def _no_wait() -> None:
+    return None
+
+
+def _keep(df: DataFrame) -> DataFrame:
+    return df
+
+
+@dataclass
+class Step:
+    """One epoch of one processor, as the engine hands it to :meth:`Operator.step`."""
+
+    epoch: int
+    inputs: list[DataFrame]
+    #: A source's offsets for the epoch (None: nothing new from it).
+    offsets: dict[str, Any] | None = None
+    #: Blocks until the processor's previous epoch has been merged into its state
+    #: (raises if that epoch failed). Keyed operators call it before their merge.
+    wait_previous: Callable[[], None] = _no_wait
+    #: Keeps a DataFrame computed once for this epoch (freed when it commits).
+    cache: Callable[[DataFrame], DataFrame] = field(default=_keep)
+
+
+class Operator:
+    """Base of every operator (see the module docstring); subclasses set ``spec_type``."""
+
+    spec_type: ClassVar[type[OperatorSpec]] = OperatorSpec
+
+    def __init__(self, processor: Processor, spark: SparkSession) -> None:
+        if not isinstance(processor.spec, self.spec_type):
+            raise GraphError(f"internal: {type(self).__name__} runs {self.spec_type.__name__}, got {processor.spec!r}")
+        self.processor = processor
+        self.spark = spark
+        self.name = processor.name
+
+    # -- before anything runs --------------------------------------------------------
+
+    def set_up(self, inputs: Sequence[StructType]) -> dict[str, StructType]:
+        """The output schema of every port, given the input schemas; creates state.
+        Raise :class:`GraphError` (or let Spark's analysis error through: the engine
+        names the processor) when the inputs do not fit."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Called once storage is open, before the first epoch (a sink prepares)."""
+
+    # -- an epoch ----------------------------------------------------------------------
+
+    def step(self, step: Step) -> dict[str, DataFrame]:
+        """The epoch's output per port."""
+        raise NotImplementedError
+
+    def emit(self, step: Step) -> list[StoredFile] | None:
+        """Write the epoch to the outside world (sinks): the files to commit, or None
+        for an operator with no external output."""
+        return None
+
+    # -- keyed state (spec.keyed) -------------------------------------------------------
+
+    def checkpoint(self, epoch: int, base: bool) -> DataFrame:
+        """The rows of a checkpoint of the state after ``epoch``: all of it (``base``)
+        or what changed since the previous checkpoint. Called after the epoch's
+        step, before the next one's merge; the rows stay readable until ``epoch``
+        commits (they are written while later epochs go on)."""
+        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to checkpoint")
+
+    def restore(self, chain: Chain, epoch: int) -> None:
+        """Load the state as of checkpoint ``epoch`` from its committed chain (files
+        already verified)."""
+        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to restore")
+
+    def reset(self) -> None:
+        """Back to the initial, empty state."""
+
+    def release(self, committed: int) -> None:
+        """Free what epochs up to ``committed`` needed (they have committed)."""
+
+
+def call_map(fn: Callable[..., Any], df: DataFrame, epoch: int) -> DataFrame:
+    """``fn(df)`` or ``fn(df, epoch)``, whichever it accepts."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+    result = fn(df, epoch) if len(params) >= 2 else fn(df)
+    if not isinstance(result, DataFrame):
+        raise GraphError(f"a map/validate function must return a DataFrame, got {type(result).__name__}")
+    return result
+
+
+def require(schema: StructType, columns: Sequence[str], where: str = "its input") -> None:
+    """Raise :class:`GraphError` unless ``schema`` has all ``columns``."""
+    missing = [c for c in columns if c not in schema.fieldNames()]
+    if missing:
+        raise GraphError(f"columns {missing} are not in {where} (columns: {schema.fieldNames()})")
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """An empty DataFrame with ``schema`` (for schema checks; made in Python)."""
+    return spark.createDataFrame([], schema)

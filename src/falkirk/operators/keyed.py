@@ -1,0 +1,29 @@
+"""Operators whose state is one row per key (:class:`~falkirk.spark.state.KeyedState`):
+checkpoints, restore and release are the state's own."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from falkirk.operators.base import Chain, Operator
+from falkirk.spark.state import KeyedState
+
+
+class KeyedOperator(Operator):
+    """An operator holding one :class:`~falkirk.spark.state.KeyedState` (``self.state``)."""
+
+    def make_state(self, keys: tuple[str, ...], schema: StructType) -> None:
+        self.state = KeyedState(self.spark, keys, schema, keep_tombstones=self.processor.policy.writes_checkpoints)
+
+    def checkpoint(self, epoch: int, base: bool) -> DataFrame:
+        return self.state.checkpoint(epoch, base)
+
+    def restore(self, chain: Chain, epoch: int) -> None:
+        self.state.restore(chain, epoch)
+
+    def reset(self) -> None:
+        self.state.reset()
+
+    def release(self, committed: int) -> None:
+        self.state.release(committed)

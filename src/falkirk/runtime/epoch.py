@@ -1,0 +1,235 @@
+"""Computing one epoch: every processor's step, the logs and checkpoints its policy
+asks for, and what the commit of the epoch will record.
+
+:class:`EpochRunner` runs an epoch in a worker thread (several epochs may be in flight
+at once; their Spark jobs run concurrently), on the operators of a
+:class:`~falkirk.runtime.state.RunState`:
+
+1. a processor that holds the epoch already (after a rollback) skips it, and the
+   receivers that need its output read the log instead (the re-send, Q'(e));
+2. a :class:`~falkirk.graph.FullHistory` processor logs its inputs;
+3. the operator's step runs; a keyed one merges into its state only once its
+   processor's previous epoch has (a :class:`Gate` per processor and epoch), and gives
+   up if that epoch failed (:class:`EpochAborted`);
+4. outputs read by several processors, or logged, are computed once and kept;
+   logged outputs and keyed-state checkpoints are written in the background (the
+   epoch is computed once they are durable); a sink writes the epoch
+   (``sink.written``).
+
+Nothing here touches the metadata store: the engine commits (in epoch order).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from falkirk.graph import FullHistory, GraphError, Processor
+from falkirk.operators import Step
+from falkirk.runtime.faults import crash_point
+from falkirk.runtime.ledger import Offsets
+from falkirk.runtime.state import RunState
+from falkirk.spark.files import write_parquet
+from falkirk.storage import CommitBatch, StoredFile
+
+
+class EpochAborted(GraphError):
+    """A keyed step gave up because its processor's previous epoch failed: applying
+    this epoch to a state that lacks the previous one would produce wrong rows."""
+
+
+@dataclass
+class Gate:
+    """Opened when a processor is done with one epoch, so the processor's next epoch
+    may merge into its state; ``failed`` when the epoch failed instead."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    failed: bool = False
+
+    def open(self, *, failed: bool = False) -> None:
+        if not self.event.is_set():
+            self.failed = failed
+            self.event.set()
+
+    def wait(self, processor: str, epoch: int) -> None:
+        """Wait for the previous epoch; raise :class:`EpochAborted` if it failed."""
+        self.event.wait()
+        if self.failed:
+            raise EpochAborted(f"processor {processor!r} skips epoch {epoch}: epoch {epoch - 1} failed")
+
+
+@dataclass
+class EpochWork:
+    """One epoch on its way: computed by a worker, committed by the main thread."""
+
+    epoch: int
+    offsets: dict[str, Offsets]
+    started: float
+    records: int = 0
+    #: Logged outputs that receivers which rolled back read instead of recomputing.
+    logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
+    batch: CommitBatch = field(default_factory=CommitBatch)
+    ran: list[str] = field(default_factory=list)
+    cached: list[DataFrame] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    step_finished: dict[str, float] = field(default_factory=dict)
+    #: Log and checkpoint writes under way; the epoch is computed once they are done.
+    writes: list[Future[None]] = field(default_factory=list)
+
+
+class EpochRunner:
+    """Computes epochs on ``state`` (see the module docstring); ``writers`` runs the
+    background writes."""
+
+    def __init__(self, state: RunState, writers: ThreadPoolExecutor, checkpoints: dict[str, int]) -> None:
+        self.state = state
+        self.writers = writers
+        #: Keyed-state checkpoints taken so far per processor (the policy's cadence).
+        self.checkpoints = checkpoints
+        self.gates: dict[tuple[str, int], Gate] = {}
+        self._lock = threading.Lock()
+
+    # -- main thread ----------------------------------------------------------------
+
+    def prepare(self, epoch: int, offsets: dict[str, Offsets], count: bool) -> EpochWork:
+        """What the epoch's worker needs from the store (main thread); ``count``: count
+        the input records (reads the input once more: for progress displays only)."""
+        state = self.state
+        work = EpochWork(epoch, offsets, time.perf_counter())
+        if count:
+            work.records = sum(
+                state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
+                for name, o in offsets.items()
+                if o is not None and epoch > state.restored[name]
+            )
+        for p in state.order:
+            self.gates[(p.name, epoch)] = Gate()
+            if epoch > state.restored[p.name]:
+                continue
+            for port in p.ports:  # p holds the epoch already: feed receivers that do not
+                if any(epoch > state.restored[q.name] for q in state.pipeline.consumers(p.name, port)):
+                    files = state.store.logs(f"{p.name}.{port}").get(epoch)
+                    if files is None:
+                        raise GraphError(
+                            f"internal: processor {p.name!r} has no log of epoch {epoch} for a "
+                            "consumer that rolled back; the rollback plan should have prevented this"
+                        )
+                    work.logged[(p.name, port)] = tuple(state.verified(files))
+        return work
+
+    def finish(self, work: EpochWork) -> None:
+        """After the epoch committed: free what it kept."""
+        for df in work.cached:
+            df.unpersist()
+        for p in self.state.keyed:
+            self.state.operators[p.name].release(work.epoch)
+        for p in self.state.order:
+            self.gates.pop((p.name, work.epoch - 1), None)
+
+    # -- worker thread --------------------------------------------------------------
+
+    def compute(self, work: EpochWork) -> None:
+        """Run every step of one epoch (a worker thread; no metadata access)."""
+        epoch = work.epoch
+        outputs: dict[tuple[str, str], DataFrame] = {}
+        try:
+            for p in self.state.order:
+                if epoch <= self.state.restored[p.name]:  # p holds the epoch already
+                    for (name, port), logged in work.logged.items():
+                        if name == p.name:
+                            outputs[(name, port)] = self.state.read(logged, self.state.schemas[(name, port)])
+                    self.gates[(p.name, epoch)].open()
+                    continue
+                self._run(p, work, [outputs[(i.src, i.port)] for i in p.inputs], outputs)
+                self.gates[(p.name, epoch)].open()
+            for write in work.writes:
+                write.result()
+        finally:
+            for p in self.state.order:  # never leave a later epoch waiting on a failed one
+                gate = self.gates.get((p.name, epoch))
+                if gate is not None:
+                    gate.open(failed=True)  # a no-op for steps that finished
+
+    def _run(self, p: Processor, work: EpochWork, inputs: list[DataFrame], outputs: dict[tuple[str, str], DataFrame]) -> None:
+        state, epoch = self.state, work.epoch
+        if isinstance(p.policy, FullHistory):
+            for k, df in enumerate(inputs):
+                key = state.input_log(p, k)
+                files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
+                work.batch.logs.append((key, epoch, files))
+        started = time.perf_counter()
+        self.label(f"{p.name} e{epoch}")
+        previous = self.gates.get((p.name, epoch - 1))
+
+        def wait_previous() -> None:
+            if previous is not None:
+                previous.wait(p.name, epoch)
+
+        step = Step(epoch, inputs, offsets=work.offsets.get(p.name), wait_previous=wait_previous, cache=lambda df: self._keep(work, df))
+        if p.spec.source and p.name not in work.offsets:
+            raise GraphError(
+                f"internal: source {p.name!r} re-reads epoch {epoch}, whose offsets were "
+                "forgotten below its low-watermark; the rollback plan should have prevented this"
+            )
+        operator = state.operators[p.name]
+        for port, df in operator.step(step).items():
+            if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
+                df = self._keep(work, df)
+            outputs[(p.name, port)] = df
+            if p.policy.logs_outputs:
+                key = f"{p.name}.{port}"
+                self._write_later(work, f"{key} e{epoch}", self._write_log, df, key, epoch, work.batch)
+        emitted = operator.emit(step)
+        if emitted is not None:
+            crash_point("sink.written")
+            work.batch.sink_commits.append((p.name, epoch, emitted))
+        if p.spec.keyed and p.policy.checkpoints_at(epoch, self.checkpoints[p.name]):
+            self._checkpoint(p, epoch, work)
+        work.step_finished[p.name] = time.perf_counter()
+        work.step_seconds[p.name] = work.step_finished[p.name] - started
+        work.ran.append(p.name)
+
+    def _keep(self, work: EpochWork, df: DataFrame) -> DataFrame:
+        kept = df.persist()
+        with self._lock:
+            work.cached.append(kept)
+        return kept
+
+    def _checkpoint(self, p: Processor, epoch: int, work: EpochWork) -> None:
+        """A keyed processor's checkpoint: its rows are fixed now, before the
+        processor's next epoch may change the state, and written in the background."""
+        self.label(f"{p.name}/checkpoint e{epoch}")
+        base = p.policy.compacts(self.checkpoints[p.name])
+        rows = self.state.operators[p.name].checkpoint(epoch, base)
+        kind = "base" if base else "delta"
+        self._write_later(work, f"{p.name}/checkpoint e{epoch}", self._write_checkpoint, rows, p.name, epoch, kind, work.batch)
+        self.checkpoints[p.name] += 1
+        self.state.report.checkpoints.append((p.name, epoch, kind))
+
+    def _write_later(self, work: EpochWork, label: str, write: Callable[..., None], *args: Any) -> None:
+        """Run ``write(*args)`` in the writers' pool, its Spark jobs named ``label``."""
+
+        def labelled() -> None:
+            self.label(label)
+            write(*args)
+
+        work.writes.append(self.writers.submit(labelled))
+
+    def _write_log(self, df: DataFrame, key: str, epoch: int, batch: CommitBatch) -> None:
+        files = write_parquet(df, self.state.area("logs", key), f"e{epoch}", self.state.fs)
+        batch.logs.append((key, epoch, files))
+
+    def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch) -> None:
+        files = write_parquet(rows, self.state.area("checkpoints", name), f"e{epoch}-{kind}", self.state.fs)
+        batch.state.append((name, epoch, kind, files))
+
+    def label(self, description: str) -> None:
+        """Name the Spark jobs this thread starts next (Spark UI, event log,
+        ``bench/timings.py``): ``processor eN``."""
+        self.state.spark.sparkContext.setLocalProperty("spark.job.description", description)

@@ -1,0 +1,87 @@
+"""The state of one run of a pipeline, explicit: what the epoch loop and recovery share.
+
+:class:`RunState` holds the pipeline's operators and schemas, the storage it runs on
+(file system, root, metadata, :class:`~falkirk.runtime.ledger.Ledger`), and where
+every processor stands: ``frontier`` (the last epoch it committed, or the one a
+rollback took it back to) and ``restored`` (it skips epochs up to this one: it holds
+them already). The engine (:mod:`falkirk.runtime.engine`) runs epochs on it and
+recovery (:mod:`falkirk.runtime.rollback`) rolls it back; neither reaches into the
+other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from falkirk.graph import Pipeline, Processor
+from falkirk.operators import Operator
+from falkirk.recovery import Topology
+from falkirk.runtime import garbage
+from falkirk.runtime.ledger import Ledger
+from falkirk.runtime.report import RunReport
+from falkirk.spark.frames import empty
+from falkirk.storage import MetaStore, StoredFile, verify_files
+from falkirk.storage.filesystem import FileSystem
+
+
+@dataclass
+class RunState:
+    """One run's operators, storage and progress (see the module docstring)."""
+
+    pipeline: Pipeline
+    topology: Topology
+    spark: SparkSession
+    operators: dict[str, Operator]
+    #: Output schema per (processor, port).
+    schemas: dict[tuple[str, str], StructType]
+    fs: FileSystem
+    root: str
+    store: MetaStore
+    ledger: Ledger
+    report: RunReport
+    frontier: dict[str, int] = field(default_factory=dict)
+    restored: dict[str, int] = field(default_factory=dict)
+    _verified: set[str] = field(default_factory=set)
+
+    @property
+    def order(self) -> list[Processor]:
+        """Processors in graph order (every input before its receiver)."""
+        return list(self.pipeline.processors.values())
+
+    @property
+    def keyed(self) -> list[Processor]:
+        return [p for p in self.order if p.spec.keyed]
+
+    def verified(self, files: Sequence[StoredFile]) -> Sequence[StoredFile]:
+        """``files``, checked against their committed sizes and checksums before their
+        first use in this run (:class:`~falkirk.storage.CorruptStorageError` names a
+        damaged one)."""
+        fresh = [f for f in files if f.path not in self._verified]
+        verify_files(fresh, self.fs)
+        self._verified.update(f.path for f in fresh)
+        return files
+
+    def read(self, files: Sequence[StoredFile], schema: StructType) -> DataFrame:
+        """Committed Parquet files (verified first) as a DataFrame of ``schema``."""
+        if not files:
+            return empty(self.spark, schema)
+        self.verified(files)
+        return self.spark.read.schema(schema).parquet(*[f.path for f in files])
+
+    def area(self, area: str, owner: str) -> str:
+        """The directory of one log or checkpoint series under the root."""
+        return self.fs.join(self.root, area, owner)
+
+    def delete(self, files: list[StoredFile]) -> None:
+        """Delete files whose records a durable commit forgot."""
+        if files:
+            garbage.delete(self.fs, self.root, files)
+            self.report.collected_files += len(files)
+
+    def input_log(self, p: Processor, k: int) -> str:
+        """The log key of input ``k`` of a :class:`~falkirk.graph.FullHistory` processor."""
+        return f"{p.name}.in{k}"

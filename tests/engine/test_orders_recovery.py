@@ -1,0 +1,88 @@
+"""``examples/orders.py`` (two sources, fan-out, union, join) under SIGKILL: at every
+crash point and at random moments, restarted with the same arguments, it ends with
+exactly the whole output and dead-letter table a plain-Python computation of the
+contract gives (``falkirk.demo.orders.expected``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from falkirk.demo.orders import OUTPUT_COLUMNS, REJECTED_COLUMNS, Expected, expected, write_input
+from falkirk.demo.verify import differences
+from falkirk.runtime.faults import POINTS
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders.py"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Expected]:
+    root = tmp_path_factory.mktemp("orders-input")
+    write_input(root / "orders", root / "payments", epochs=5, orders_per_epoch=12, customers=6, seed=21)
+    return root / "orders", root / "payments", expected(str(root / "orders"), str(root / "payments"))
+
+
+def start(inputs: tuple[Path, Path, Expected], work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:
+    orders, payments, _ = inputs
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    args = ["--orders", str(orders), "--payments", str(payments), "--output", str(work / "out"),
+            "--storage", str(work / "state"), "--rejected", str(work / "rej")]
+    return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> int:
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(err.decode()[-3000:])
+    return proc.returncode
+
+
+def check(work: Path, want: Expected) -> None:
+    out = pd.read_parquet(work / "out")
+    assert tuple(out.columns) == OUTPUT_COLUMNS
+    assert all(str(out[c].dtype) == "int64" for c in OUTPUT_COLUMNS[1:])
+    assert not out.duplicated(["customer_id", "epoch"]).any(), "a (customer_id, epoch) appears twice"
+    assert differences(out, want.output, name="output") == []
+    rejected = pd.read_parquet(work / "rej")
+    assert tuple(rejected.columns) == REJECTED_COLUMNS
+    assert rejected["reason"].notna().all()
+    assert differences(rejected[["input", "raw"]], want.rejected, name="rejected") == []
+
+
+#: The third occurrence of each point, or the last one a run of this input reaches.
+OCCURRENCE = {"gc.before": 1}
+
+
+@pytest.mark.parametrize("point", [p for p in POINTS if p not in ("recovery.restored", "meta.uploaded")])
+def test_kill_at_each_crash_point(point: str, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
+    assert finish(start(inputs, tmp_path, crash=f"{point}:{OCCURRENCE.get(point, 3)}")) == -signal.SIGKILL
+    assert finish(start(inputs, tmp_path)) == 0
+    check(tmp_path, inputs[2])
+
+
+def test_repeated_kills_at_random_moments_and_during_recovery(inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
+    rng = random.Random(5)
+    for committed in (1, 3):  # kill at a random moment once so many epochs are out
+        proc = start(inputs, tmp_path)
+        deadline = time.monotonic() + 300
+        while len(list((tmp_path / "out").glob("epoch-*.parquet"))) <= committed and proc.poll() is None:
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 2.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        finish(proc)
+    assert finish(start(inputs, tmp_path, crash="recovery.restored:1")) == -signal.SIGKILL
+    assert finish(start(inputs, tmp_path)) == 0
+    check(tmp_path, inputs[2])
