@@ -59,6 +59,13 @@ DEFAULTS: dict[str, str] = {
     # Falkirk's check still fails loudly (falkirk.spark.errors names it).
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
+    # A stream runs for months: keep the driver's bookkeeping of finished jobs,
+    # stages and SQL executions small (the defaults keep a thousand of each, and an
+    # epoch runs about ten jobs).
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
+    "spark.sql.ui.retainedExecutions": "50",
 }
 
 

@@ -199,6 +199,10 @@ class MetaStore:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        # Keep the write-ahead log small: a checkpoint every ~100 pages, and the log
+        # file cut back to 256 KB after it (SQLite keeps it at its largest otherwise).
+        self._db.execute("PRAGMA wal_autocheckpoint=100")
+        self._db.execute("PRAGMA journal_size_limit=262144")
         self._check_version()
         self._check_structure()
         self._db.executescript(_SCHEMA)
