@@ -1,7 +1,8 @@
 """``examples/orders.py`` (two sources, fan-out, union, join) under SIGKILL: at every
 crash point and at random moments, restarted with the same arguments, it ends with
-exactly the whole output and dead-letter table a plain-Python computation of the
-contract gives (``falkirk.demo.orders.expected``)."""
+exactly the whole output and dead-letter table one plain Spark batch job over the same
+input gives (``falkirk.demo.orders.batch_expected``, itself checked against a
+plain-Python computation of the contract, ``expected``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.sql import SparkSession
 
-from falkirk.demo.orders import OUTPUT_COLUMNS, REJECTED_COLUMNS, Expected, expected, write_input
+from falkirk.demo.orders import (
+    OUTPUT_COLUMNS,
+    REJECTED_COLUMNS,
+    Expected,
+    batch_expected,
+    expected,
+    write_input,
+)
 from falkirk.demo.verify import differences
 from falkirk.runtime.faults import POINTS
 
@@ -25,10 +34,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Expected]:
+def inputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Expected]:
+    """The input, and the whole output of one plain Spark batch job over it (checked
+    against the plain-Python reference first: two independent computations agree)."""
     root = tmp_path_factory.mktemp("orders-input")
     write_input(root / "orders", root / "payments", epochs=5, orders_per_epoch=12, customers=6, seed=21)
-    return root / "orders", root / "payments", expected(str(root / "orders"), str(root / "payments"))
+    batch = batch_expected(spark, str(root / "orders"), str(root / "payments"))
+    plain = expected(str(root / "orders"), str(root / "payments"))
+    assert differences(batch.output, plain.output) == [] and differences(batch.rejected, plain.rejected) == []
+    return root / "orders", root / "payments", batch
 
 
 def start(inputs: tuple[Path, Path, Expected], work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline
@@ -75,7 +75,8 @@ def check(fields: tuple[str, ...], *, ids: tuple[str, ...]) -> Callable[[DataFra
         count = F.size("fields")
         named = [F.get(F.col("fields"), i).alias(name) for i, name in enumerate(fields)]
         df = df.select("raw", count.alias("_n"), *named)
-        reason = F.when(F.col("_n") != 4, F.concat(F.lit("expected 4 fields, got "), F.col("_n").cast("string")))
+        reason = F.when(F.col("raw").contains("\ufffd"), F.lit("not valid UTF-8"))
+        reason = reason.when(F.col("_n") != 4, F.concat(F.lit("expected 4 fields, got "), F.col("_n").cast("string")))
         for name in ids:
             reason = reason.when(F.col(name) == "", F.lit(f"empty {name}"))
         amount, ts = F.col("amount_cents"), F.col("ts")
@@ -223,11 +224,12 @@ def _rows(directory: str, ids: tuple[int, int], name: str, bad: list[tuple[str, 
     files = sorted(f for f in Path(directory).iterdir() if f.is_file() and not f.name.startswith((".", "_")))
     rows = []
     for epoch, path in enumerate(files, start=1):
-        for line in re.split(r"\r?\n", path.read_text())[1:]:
-            if line == "":
+        for raw in re.split(rb"\r?\n", path.read_bytes())[1:]:  # only \n and \r\n end a line
+            if raw == b"":
                 continue
+            line = raw.decode("utf-8", errors="replace")  # invalid bytes: U+FFFD, and the row is invalid
             fields = line.split(",")
-            if _valid(fields, ids):
+            if "\ufffd" not in line and _valid(fields, ids):
                 rows.append((epoch, fields))
             else:
                 bad.append((name, line))
@@ -256,11 +258,72 @@ def expected(orders_dir: str, payments_dir: str) -> Expected:
             fig = figures.setdefault(customer, [0, 0, 0, 0])
             fig[0], fig[1], fig[2], fig[3] = fig[0] + 1, fig[1] + amount, fig[2] + paid, fig[3] + (paid < amount)
         for customer, fig in figures.items():
+            if any(not -(2**63) <= v < 2**63 for v in fig):
+                raise OverflowError(f"customer {customer}'s figures do not fit in 64-bit integers: the example stops with an error")
             if last.get(customer) != fig:
                 rows.append((customer, *fig, n))
                 last[customer] = list(fig)
     output = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS)).astype({c: "int64" for c in OUTPUT_COLUMNS[1:]})
     return Expected(output, pd.DataFrame(bad, columns=["input", "raw"]))
+
+
+def batch_expected(spark: SparkSession, orders_dir: str, payments_dir: str) -> Expected:
+    """The same reference as :func:`expected`, computed by one plain Spark batch job
+    over all the input, written without the pipeline's functions: crash tests compare
+    the example's whole output with it (and a test checks the two references agree)."""
+
+    def read(directory: str, name: str) -> DataFrame:
+        files = sorted(f.name for f in Path(directory).iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+        frames = [
+            spark.read.option("__globPaths__", "false").text(str(Path(directory) / f), wholetext=True)
+            .select(F.posexplode(F.split("value", "\r?\n")).alias("pos", "raw"))
+            .where((F.col("pos") > 0) & (F.col("raw") != ""))
+            .select(F.lit(name).alias("input"), "raw", F.lit(i + 1).cast("long").alias("epoch"))
+            for i, f in enumerate(files)
+        ]
+        empty = spark.createDataFrame([], "input string, raw string, epoch long")
+        out = empty
+        for frame in frames:
+            out = out.unionByName(frame)
+        f = F.split("raw", ",", -1)
+        amount, ts = f.getItem(2), f.getItem(3)
+        valid = (
+            ~F.col("raw").contains("\ufffd") & (F.size(f) == 4) & (f.getItem(0) != "") & (f.getItem(1) != "")
+            & amount.rlike(r"^[0-9]+\z") & F.expr("try_cast(split(raw, ',', -1)[2] AS BIGINT)").isNotNull()
+            & ts.rlike(r"^-?[0-9]+\z") & F.expr("try_cast(split(raw, ',', -1)[3] AS BIGINT)").isNotNull()
+        )
+        return out.withColumn("valid", F.coalesce(valid, F.lit(False)))
+
+    orders, payments = read(orders_dir, "orders"), read(payments_dir, "payments")
+    rejected = orders.unionByName(payments).where(~F.col("valid")).select("input", "raw")
+    o = orders.where("valid").select(
+        F.split("raw", ",").getItem(0).alias("order_id"), F.split("raw", ",").getItem(1).alias("customer_id"),
+        F.split("raw", ",").getItem(2).cast("long").alias("amount"), F.col("epoch").alias("o_epoch"),
+    )
+    pay = payments.where("valid").select(
+        F.split("raw", ",").getItem(1).alias("order_id"), F.split("raw", ",").getItem(2).cast("long").alias("paid"),
+        F.col("epoch").alias("p_epoch"),
+    )
+    last = orders.unionByName(payments).agg(F.coalesce(F.max("epoch"), F.lit(0))).first()[0]  # type: ignore[index]
+    at = spark.range(1, int(last) + 1).select(F.col("id").alias("n"))
+    # every order at every epoch from its own, with what was paid on it by then
+    # (a payment counts from the later of its epoch and its order's)
+    order_at = o.join(at, F.col("o_epoch") <= F.col("n")).join(pay, "order_id", "left")
+    paid_by_then = F.when(F.col("p_epoch").isNotNull() & (F.greatest("p_epoch", "o_epoch") <= F.col("n")), F.col("paid")).otherwise(F.lit(0))
+    per_order = order_at.groupBy("order_id", "customer_id", "amount", "n").agg(F.sum(paid_by_then).alias("paid"))
+    figures = per_order.groupBy("customer_id", "n").agg(
+        F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("ordered_cents"),
+        F.sum("paid").alias("paid_cents"), F.sum(F.when(F.col("paid") < F.col("amount"), 1).otherwise(0)).alias("open_orders"),
+    )
+    w = Window.partitionBy("customer_id").orderBy("n")
+    values = ["orders", "ordered_cents", "paid_cents", "open_orders"]
+    changed = F.lag("n").over(w).isNull()
+    for c in values:
+        changed = changed | (F.lag(c).over(w) != F.col(c))
+    out = figures.withColumn("changed", changed).where("changed").select(
+        "customer_id", *[F.col(c).cast("long") for c in values], F.col("n").cast("long").alias("epoch")
+    )
+    return Expected(out.toPandas(), rejected.toPandas())
 
 
 def write_input(orders_dir: str | Path, payments_dir: str | Path, *, epochs: int, orders_per_epoch: int, customers: int, seed: int) -> None:

@@ -35,7 +35,8 @@ from falkirk.spark.state import materialise
 EARLY = "_early"
 SIDE = "_side"
 NONE = "_none"
-RESERVED = (ARRIVED, EARLY, SIDE)
+MATCHED = "_m"
+RESERVED = (ARRIVED, EARLY, SIDE, MATCHED)
 
 
 class JoinOperator(Operator):
@@ -62,6 +63,12 @@ class JoinOperator(Operator):
         reserved = sorted(set(left.fieldNames() + right.fieldNames()) & set(RESERVED))
         if reserved:
             raise GraphError(f"columns {reserved} are reserved by the join; rename them with a map")
+        prefixed = sorted(k for k in self.on if k.startswith(("l_", "r_")))
+        if prefixed:
+            raise GraphError(
+                f"key columns {prefixed} start with 'l_' or 'r_', which the join uses for the two sides' "
+                "columns; rename them with a map"
+            )
         flag = StructField(EARLY, BooleanType(), False)
         self.left = KeyedRows(self.spark, self.on, StructType([*left.fields, flag]), retain=self.retain)
         self.right = KeyedRows(self.spark, self.on, StructType([*right.fields, flag]), retain=self.retain)
@@ -90,8 +97,8 @@ class JoinOperator(Operator):
         # Which new rows met a match on arrival (a matched key: every row of it did).
         left_keys = _union([df.select(*self.on) for df in left_side], None)
         right_keys = _union([df.select(*self.on) for df in [left_side[-1], *right_side]], None)
-        self.left.add(self._flagged(new_left, left_keys, self.left), epoch)
-        self.right.add(self._flagged(new_right, right_keys, self.right), epoch)
+        self.left.add(self._flagged(new_left, left_keys, self.left), epoch, compact=False)
+        self.right.add(self._flagged(new_right, right_keys, self.right), epoch, compact=False)
         for df in (new_left, new_right):
             self.left.retire(epoch, df)
         out = pairs
@@ -99,6 +106,10 @@ class JoinOperator(Operator):
             out = out.unionByName(self._unmatched(self.left, self.right, epoch, "left"))
         if self.how == "full":
             out = out.unionByName(self._unmatched(self.right, self.left, epoch, "right"))
+        # Only now: compaction drops the rows whose last epoch this is, which the
+        # unmatched rows above are read from (they keep the runs they were built on).
+        self.left.maybe_compact(epoch)
+        self.right.maybe_compact(epoch)
         return {"out": out}
 
     def _probe(self, rows: DataFrame, prefix: str) -> DataFrame:
@@ -111,8 +122,8 @@ class JoinOperator(Operator):
         )
 
     def _flagged(self, rows: DataFrame, matched_keys: DataFrame, state: KeyedRows) -> DataFrame:
-        marks = matched_keys.distinct().withColumn("_m", F.lit(True))
-        flagged = rows.join(marks, list(self.on), "left").withColumn(EARLY, F.coalesce(F.col("_m"), F.lit(False)))
+        marks = matched_keys.distinct().withColumn(MATCHED, F.lit(True))
+        flagged = rows.join(marks, list(self.on), "left").withColumn(EARLY, F.coalesce(F.col(MATCHED), F.lit(False)))
         return materialise(state.partitioned(flagged.select(*state.schema.fieldNames())))
 
     def _unmatched(self, side: KeyedRows, other: KeyedRows, epoch: int, which: str) -> DataFrame:

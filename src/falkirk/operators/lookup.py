@@ -23,6 +23,9 @@ from falkirk.operators.base import Step, require
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.spark.state import materialise
 
+#: Helper columns of the lookup and of its keyed state's runs.
+RESERVED = ("_v", "_found", "_epoch", "_deleted")
+
 
 class LookupOperator(KeyedOperator):
     spec_type = LookupSpec
@@ -40,6 +43,9 @@ class LookupOperator(KeyedOperator):
                     f"key column {k!r} is {stream[k].dataType.simpleString()} in the stream and "
                     f"{table[k].dataType.simpleString()} in the table; cast one with a map"
                 )
+        internal = sorted(c for c in {*stream.fieldNames(), *table.fieldNames()} if c in RESERVED or c.startswith("_run_"))
+        if internal:
+            raise GraphError(f"columns {internal} are reserved by the lookup's state (as is the prefix '_run_'); rename them with a map")
         self.table_cols = [f.name for f in table.fields if f.name not in self.on]
         if not self.table_cols:
             raise GraphError("the table has only key columns: nothing to look up")

@@ -35,6 +35,7 @@ from falkirk.operators import Step
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
+from falkirk.spark.errors import as_data_error
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, StoredFile
 
@@ -146,7 +147,13 @@ class EpochRunner:
                             outputs[(name, port)] = self.state.read(logged, self.state.schemas[(name, port)])
                     self.gates[(p.name, epoch)].open()
                     continue
-                self._run(p, work, [outputs[(i.src, i.port)] for i in p.inputs], outputs)
+                try:
+                    self._run(p, work, [outputs[(i.src, i.port)] for i in p.inputs], outputs)
+                except Exception as exc:
+                    data = as_data_error(exc, p.name, epoch)
+                    if data is None:
+                        raise
+                    raise data from exc
                 self.gates[(p.name, epoch)].open()
             for write in work.writes:
                 write.result()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from falkirk.exceptions import FalkirkError
 from falkirk.storage import CorruptStorageError
 
 #: Phrases of the JVM's messages that mean a file's bytes are not what was written.
@@ -40,3 +41,27 @@ def as_storage_error(exc: BaseException) -> CorruptStorageError | None:
             )
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+#: Spark's ANSI errors for a value that does not fit its type.
+_OVERFLOW = ("ARITHMETIC_OVERFLOW", "CAST_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE", "DIVIDE_BY_ZERO")
+
+
+class DataError(FalkirkError):
+    """A processor's computation failed on the data itself (an overflow, a division by
+    zero): replaying the epoch would fail the same way."""
+
+
+def as_data_error(exc: BaseException, processor: str, epoch: int) -> DataError | None:
+    """A :class:`DataError` naming the processor and epoch if ``exc`` is one of Spark's
+    arithmetic errors, else None."""
+    text = str(exc)
+    kind = next((k for k in _OVERFLOW if k in text), None)
+    if kind is None:
+        return None
+    first = next((line for line in text.splitlines() if kind in line), kind)
+    return DataError(
+        f"processor {processor!r} failed on epoch {epoch}'s data (Spark: {first.strip()[:300]}). "
+        "A replay would fail the same way: widen the column's type (e.g. cast to decimal(38,0)) "
+        "or reject such rows in a validate step before it, then start again."
+    )

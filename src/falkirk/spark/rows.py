@@ -101,11 +101,19 @@ class KeyedRows:
 
     # -- updates --------------------------------------------------------------------
 
-    def add(self, run: DataFrame, epoch: int) -> None:
+    def add(self, run: DataFrame, epoch: int, *, compact: bool = True) -> None:
         """Append ``run`` (from :meth:`arrived`, possibly with columns changed) as the
-        rows that arrived in ``epoch``; compacts every ``compact_every`` runs."""
+        rows that arrived in ``epoch``; compacts every ``compact_every`` runs (with
+        ``compact=False`` the caller calls :meth:`maybe_compact` once it has read the
+        rows whose last epoch this is: compaction drops them)."""
         self.runs.append(run)
         self.run_epochs.append(epoch)
+        if compact:
+            self.maybe_compact(epoch)
+
+    def maybe_compact(self, epoch: int) -> None:
+        """Compact if there are more than ``compact_every`` runs. DataFrames already
+        built on the runs stay valid (the old runs are freed once ``epoch`` commits)."""
         if len(self.runs) > self.compact_every:
             self.compact(epoch)
 
