@@ -8,6 +8,14 @@ need_apt=()
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)   # Spark's JVM (the engine); the pure core does not need it
 fi
+# Redis and PostgreSQL servers for the examples that read and write them and for the
+# tests (started by the tests themselves on 127.0.0.1, data in a temporary directory).
+if ! command -v redis-server >/dev/null 2>&1; then
+  need_apt+=(redis-server)
+fi
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need_apt+=(postgresql)
+fi
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "bootstrap: Python >= 3.11 is required, found $(python3 --version 2>&1)" >&2
   exit 1
@@ -19,6 +27,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]} from Debian packages"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
+  # (a container without an init system refuses to start the packages' services:
+  # that is fine, the tests start their own servers)
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
@@ -26,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,spark]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,spark,services]"
 # A class-data sharing archive for the driver JVM (once; ~30 s): Spark sessions start
 # ~3 s faster, and so does recovery. Falkirk works without it.
 .venv/bin/falkirk warm-up

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
-from falkirk.graph.plugins import Sink, Source
+from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     EagerCheckpoint,
     FullHistory,
@@ -33,4 +33,5 @@ __all__ = [
     "Source",
     "Stateless",
     "Stream",
+    "TransactionalSink",
 ]

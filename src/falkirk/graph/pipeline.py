@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.plugins import Sink, Source
+from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import Policy, Stateless
 from falkirk.graph.specs import (
     AggregateSpec,
@@ -231,8 +231,9 @@ class Stream:
             raise GraphError(f"processor {name!r}: {exc}") from exc
         return self.apply(name, spec, table, policy=policy)
 
-    def sink(self, name: str, sink: Sink) -> None:
-        """Write the stream to ``sink`` (exactly once per epoch)."""
+    def sink(self, name: str, sink: Sink | TransactionalSink) -> None:
+        """Write the stream to ``sink`` (exactly once per epoch; a
+        :class:`~falkirk.graph.TransactionalSink` shows an epoch only once released)."""
         self.apply(name, SinkSpec(writer=sink))
 
 

@@ -6,7 +6,7 @@ processed by Spark.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +41,12 @@ class Source(Protocol):
         """The rows of one epoch."""
         ...
 
+    # Optional: ``acknowledge(self, offsets: list[dict[str, Any]]) -> None``. Called
+    # with the offsets of epochs no recovery will ever read again (the monitor's
+    # ACK_SOURCE decisions, once the commits behind them are durable), in epoch order;
+    # the source may tell its service to forget that input. Must be idempotent: after
+    # a crash the same offsets may be acknowledged again.
+
     def check(self, offsets: dict[str, Any]) -> None:
         """Raise a :class:`~falkirk.exceptions.FalkirkError` if the input of these
         offsets can no longer be read as planned. Called again before the epoch
@@ -50,7 +56,9 @@ class Source(Protocol):
 
 
 class Sink(Protocol):
-    """Receives each epoch's rows; writing the same epoch again must replace, not add."""
+    """Receives each epoch's rows; writing the same epoch again must replace, not add.
+    A sink with a true class attribute ``ordered`` gets its epochs in order (the
+    write of epoch e starts after that of e-1 finished)."""
 
     def prepare(self, empty: DataFrame) -> None:
         """Called once at start with an empty DataFrame of the input schema."""
@@ -59,3 +67,33 @@ class Sink(Protocol):
     def write(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         """Write one epoch; returns the files to commit (size-checked on recovery)."""
         ...
+
+
+@runtime_checkable
+class TransactionalSink(Protocol):
+    """A sink whose epochs become visible only when no recovery can take them back.
+
+    * :meth:`pre_commit` (while the epoch is computed, in epoch order): write the
+      epoch durably but invisibly (a prepared transaction, a hidden file);
+    * :meth:`commit_upto` (once the monitor releases the sink's output up to an epoch:
+      no rollback can retract it any more): make every pre-committed epoch up to it
+      visible, in order;
+    * :meth:`abort_after` (on a rollback to an epoch, also after a restart): discard
+      every pre-committed epoch after it; they will be written again.
+
+    All three must be idempotent: after a crash the engine repeats what it cannot
+    know was done, deciding from its committed metadata alone.
+    """
+
+    def prepare(self, empty: DataFrame) -> None: ...
+
+    def bind(self, pipeline: str, processor: str) -> None:
+        """Called before :meth:`prepare`: the names that identify this sink's
+        transactions (e.g. two-phase-commit transaction ids)."""
+        ...
+
+    def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]: ...
+
+    def commit_upto(self, epoch: int) -> None: ...
+
+    def abort_after(self, epoch: int) -> None: ...

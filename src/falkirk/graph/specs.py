@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.plugins import Sink, Source
+from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     EagerCheckpoint,
     FullHistory,
@@ -157,7 +157,7 @@ class SinkSpec(OperatorSpec):
     ports: ClassVar[tuple[str, ...]] = ()
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
     sink: ClassVar[bool] = True
-    writer: Sink = field(default=None)  # type: ignore[assignment]
+    writer: Sink | TransactionalSink = field(default=None)  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

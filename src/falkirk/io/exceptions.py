@@ -19,3 +19,8 @@ class InputChangedError(SourceError):
 class LateInputError(SourceError):
     """A file arrived whose name sorts before input already consumed: it cannot be
     read in name order any more."""
+
+
+class SinkError(FalkirkError):
+    """A sink cannot write, commit or roll back an epoch (the message says why and
+    what to do)."""

@@ -7,6 +7,22 @@ therefore sees whole epochs only, and a replayed epoch replaces its file with th
 same rows: no duplicates. A rollback never deletes an epoch's file: the replay of
 the epoch replaces it.
 
+Visibility: ``"committed"`` (the default) moves an epoch's file into the table as
+soon as it is written, before the epoch commits; a recovery may write the epoch
+again, with the same rows (the file is replaced, never added to), so readers see
+each epoch once, possibly rewritten. ``"released"`` writes it under the table's
+hidden ``_pending/`` folder and moves it into the table only when the monitor
+releases the epoch (no rollback can retract it); a rollback deletes pending epochs
+after its epoch. Readers then never see a file that is later deleted or rewritten,
+and the table is always a prefix of the epochs - at the price of latency: an epoch
+appears only once every processor above the sink can no longer roll back before it
+(at its commit with eager checkpoints or logged outputs upstream; up to ``every``
+epochs later with lazy checkpoints), and a run that stops leaves its unreleased
+epochs pending until the next run releases them. The default is ``"committed"``
+because it shows every epoch at its commit with any policy mix, and a replay
+rewrites an epoch with identical rows (sources replay exactly, steps are
+deterministic): choose ``"released"`` when readers must never see a file change.
+
 Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` records its size and
 SHA-256, so that the table can be checked at any time, long after the epoch's commit
 record was forgotten (:func:`verify_table`, ``falkirk verify STORAGE TABLE``).
@@ -24,10 +40,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.graph.exceptions import GraphError
 from falkirk.storage import CorruptStorageError, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, part_files
 
 _EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
+_EPOCH_NUMBER = re.compile(r"/epoch-(\d+)\.parquet$")
+VISIBILITIES = ("committed", "released")
+#: The hidden folder of a table's epochs written but not released yet.
+PENDING = "_pending"
 
 
 @dataclass(frozen=True)
@@ -38,10 +59,61 @@ class ParquetTableSink:
 
     path: str
     epoch_column: str | None = "epoch"
+    visibility: str = "committed"
 
     def __post_init__(self) -> None:
         if not is_uri(self.path):  # Spark resolves relative paths against the JVM's directory
             object.__setattr__(self, "path", os.path.abspath(self.path))
+        if self.visibility not in VISIBILITIES:
+            raise GraphError(f"ParquetTableSink({self.path!r}): visibility must be one of {VISIBILITIES}, got {self.visibility!r}")
+
+    # -- the TransactionalSink protocol (see the module docstring) ------------------------
+
+    def bind(self, pipeline: str, processor: str) -> None:
+        return None
+
+    def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
+        """``committed``: write the epoch into the table; ``released``: into ``_pending``."""
+        if self.visibility == "committed":
+            return self.write(df, epoch)
+        fs, root = filesystem_for(self.path, df.sparkSession)
+        self._write(df, epoch, fs, fs.join(root, PENDING))
+        return []  # the file moves on release: its sidecar checksum vouches for it (verify_table)
+
+    def commit_upto(self, epoch: int) -> None:
+        """Move pending epochs up to ``epoch`` into the table, in order (idempotent)."""
+        if self.visibility == "committed":
+            return
+        fs, root = self._fs()
+        for e, path in self._pending(fs, root):
+            if e <= epoch:
+                final = fs.join(root, path.rsplit("/", 1)[-1])
+                if fs.size(_checksum_file(fs, path)) is not None:  # moved already by a crashed attempt
+                    fs.replace(_checksum_file(fs, path), _checksum_file(fs, final))
+                fs.replace(path, final)
+
+    def abort_after(self, epoch: int) -> None:
+        """Delete pending epochs after ``epoch`` (idempotent)."""
+        if self.visibility == "committed":
+            return
+        fs, root = self._fs()
+        for e, path in self._pending(fs, root):
+            if e > epoch:
+                fs.delete(path)
+                fs.delete(_checksum_file(fs, path))
+
+    def _fs(self) -> tuple[FileSystem, str]:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise GraphError("internal: ParquetTableSink used without an active SparkSession")
+        return filesystem_for(self.path, spark)
+
+    def _pending(self, fs: FileSystem, root: str) -> list[tuple[int, str]]:
+        pending = fs.join(root, PENDING)
+        found = [(int(m.group(1)), path) for path, _ in fs.children(pending) if (m := _EPOCH_NUMBER.search(path))]
+        return sorted(found)
 
     def prepare(self, empty: DataFrame) -> None:
         """Make the table readable before the first epoch (an empty file with the
@@ -61,12 +133,18 @@ class ParquetTableSink:
         return df.withColumn(self.epoch_column, F.lit(epoch).cast("long"))
 
     def write(self, df: DataFrame, epoch: int) -> list[StoredFile]:
-        """Write one epoch (replacing an earlier attempt of the same epoch)."""
+        """Write one epoch into the table (replacing an earlier attempt of the same
+        epoch)."""
         fs, root = filesystem_for(self.path, df.sparkSession)
+        return self._write(df, epoch, fs, root)
+
+    def _write(self, df: DataFrame, epoch: int, fs: FileSystem, directory: str) -> list[StoredFile]:
+        root = filesystem_for(self.path, df.sparkSession)[1]
         staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
         parts = fs.make_durable(part_files(fs, staging))
-        final = fs.join(root, f"epoch-{epoch:010d}.parquet")
+        fs.mkdirs(directory)
+        final = fs.join(directory, f"epoch-{epoch:010d}.parquet")
         fs.replace(parts[0].path, final)
         fs.delete(staging)
         stored = fs.make_durable([final])

@@ -58,10 +58,24 @@ class FileSource:
     schema: str
     files_per_epoch: int = 1
     options: Mapping[str, str] = field(default_factory=dict)
+    #: What to do with a file once acknowledged (no recovery will read it again):
+    #: ``"keep"`` it (the default: the input stays as it was given), ``"delete"`` it,
+    #: or ``"move"`` it into ``archive``.
+    acknowledged: str = "keep"
+    archive: str | None = None
 
     def __post_init__(self) -> None:
         # Spark resolves relative paths against the JVM's directory, not ours.
         object.__setattr__(self, "path", os.path.abspath(self.path))
+        if self.acknowledged not in ("keep", "delete", "move"):
+            raise GraphError(f"FileSource({self.path!r}): acknowledged must be 'keep', 'delete' or 'move', got {self.acknowledged!r}")
+        if (self.acknowledged == "move") != (self.archive is not None):
+            raise GraphError(f"FileSource({self.path!r}): give archive=DIR exactly when acknowledged='move'")
+        if self.archive is not None:
+            archive = os.path.abspath(self.archive)
+            if os.path.dirname(archive.rstrip("/")) == self.path.rstrip("/") and not os.path.basename(archive).startswith((".", "_")):
+                raise GraphError(f"FileSource({self.path!r}): an archive inside the input directory must be named '_...' or '.…' (else it is read as input)")
+            object.__setattr__(self, "archive", archive)
         if self.format not in FORMATS:
             raise GraphError(f"FileSource({self.path!r}): format must be one of {FORMATS}, got {self.format!r}")
         if self.files_per_epoch < 1:
@@ -152,6 +166,27 @@ class FileSource:
                     f"{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it "
                     "once it is complete."
                 )
+
+    def acknowledge(self, offsets: list[Offsets]) -> None:
+        """Delete or archive the files of these epochs (``acknowledged``), each only
+        if it is still the file the epoch read (same size and modification time).
+        Idempotent: a file already gone or archived is skipped."""
+        if self.acknowledged == "keep":
+            return
+        for o in offsets:
+            for name, size, mtime_ns in o["files"]:
+                path = Path(self.path) / name
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+                    continue  # not the file that was read: leave it to the user
+                if self.archive is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    Path(self.archive).mkdir(parents=True, exist_ok=True)
+                    os.replace(path, Path(self.archive) / name)
 
     def count_records(self, offsets: Offsets) -> int:
         """Records in these files, for progress display: lines of text formats (minus a

@@ -50,15 +50,17 @@ def register(operator: type[Operator]) -> type[Operator]:
     return operator
 
 
-def operator_for(processor: Processor, spark: SparkSession) -> Operator:
-    """The operator running ``processor``."""
+def operator_for(processor: Processor, spark: SparkSession, pipeline: str = "") -> Operator:
+    """The operator running ``processor`` of the pipeline named ``pipeline``."""
     implementation = OPERATORS.get(type(processor.spec))
     if implementation is None:
         raise GraphError(
             f"processor {processor.name!r}: no operator is registered for {type(processor.spec).__name__}; "
             "register one with falkirk.operators.register"
         )
-    return implementation(processor, spark)
+    operator = implementation(processor, spark)
+    operator.pipeline = pipeline
+    return operator
 
 
 __all__ = ["OPERATORS", "Operator", "Step", "operator_for", "register"]

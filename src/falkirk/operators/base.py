@@ -74,6 +74,8 @@ class Operator:
         self.processor = processor
         self.spark = spark
         self.name = processor.name
+        #: The pipeline's name (set by :func:`falkirk.operators.operator_for`).
+        self.pipeline = ""
 
     # -- before anything runs --------------------------------------------------------
 
@@ -96,6 +98,17 @@ class Operator:
         """Write the epoch to the outside world (sinks): the files to commit, or None
         for an operator with no external output."""
         return None
+
+    # -- the edges: sources and sinks ---------------------------------------------------
+
+    def acknowledge(self, offsets: list[dict[str, Any]]) -> None:
+        """Sources: input of these offsets (epochs in order) is never read again."""
+
+    def release_output(self, upto: int) -> None:
+        """Sinks: output of epochs up to ``upto`` can no longer be retracted."""
+
+    def abort_output(self, after: int) -> None:
+        """Sinks: epochs after ``after`` are rolled back (they will be written again)."""
 
     # -- keyed state (spec.keyed) -------------------------------------------------------
 

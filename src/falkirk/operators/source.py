@@ -4,6 +4,7 @@ its committed offsets name (nothing when the source had nothing new)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -27,3 +28,8 @@ class SourceOperator(Operator):
         if step.offsets is None:  # nothing new from this source in this epoch
             return {"out": empty(self.spark, self.schema)}
         return {"out": self.reader.read(self.spark, step.offsets)}
+
+    def acknowledge(self, offsets: list[dict[str, Any]]) -> None:
+        acknowledge = getattr(self.reader, "acknowledge", None)  # optional in the protocol
+        if acknowledge is not None:
+            acknowledge(offsets)

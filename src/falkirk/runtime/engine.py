@@ -303,7 +303,7 @@ class Engine:
         operators: dict[str, Operator] = {}
         schemas: dict[tuple[str, str], StructType] = {}
         for p in self.pipeline.processors.values():
-            operator = operator_for(p, self.spark)
+            operator = operator_for(p, self.spark, self.pipeline.name)
             try:
                 outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs])
             except GraphError as exc:
@@ -326,9 +326,16 @@ class Engine:
         state.frontier = {p: 0 for p in self.pipeline.processors}
         if any(stored.values()):
             rollback.recover(state, {p: [s.meta for s in ss] for p, ss in stored.items()})
+        else:  # nothing committed: whatever a sink pre-committed is in doubt
+            for p in self.pipeline.processors.values():
+                if p.spec.sink:
+                    state.operators[p.name].abort_output(0)
         garbage.sweep(self.fs, self.root, state.store)  # work of crashed attempts
         state.ledger.start_monitor()
         rollback.settle(state)
+        self._released: dict[str, int] = {}
+        self._acknowledged: dict[str, int] = {}
+        self._edges()
 
     # -- one epoch ------------------------------------------------------------------------
 
@@ -338,12 +345,32 @@ class Engine:
             crash_point("gc.before")  # their records are forgotten durably; files still there
             self.state.delete(files)
 
+    def _edges(self) -> None:
+        """Act on the monitor's decisions at the edges, once the commits behind them
+        are durable: sinks make released epochs visible (``sink.release``), sources
+        acknowledge input no recovery will read again (``source.ack``). Both are
+        idempotent, and redone from the committed metadata after a restart."""
+        ledger = self.state.ledger
+        for name, upto in ledger.released.items():
+            if upto > self._released.get(name, 0):
+                crash_point("sink.release")
+                self.state.operators[name].release_output(upto)
+                self._released[name] = upto
+        for name in ledger.sources:
+            upto, offsets = ledger.to_acknowledge(name, self._acknowledged.get(name, 0))
+            if upto > self._acknowledged.get(name, 0):
+                if offsets:
+                    crash_point("source.ack")
+                    self.state.operators[name].acknowledge(offsets)
+                self._acknowledged[name] = upto
+
     def _commit(self, work: EpochWork) -> None:
         """Commit one computed epoch (main thread, in epoch order), then collect garbage."""
         state, epoch = self.state, work.epoch
         crash_point("epoch.computed")
         state.ledger.check_input(epoch, work.ran)  # input changed while it was read: not committed
         self._collect(state.ledger.commit(epoch, work.batch, work.ran))
+        self._edges()
         for name in work.ran:
             state.frontier[name] = epoch
         self.runner.finish(work)

@@ -8,7 +8,10 @@ Points: ``epoch.planned`` (offsets committed), ``epoch.computed`` (logs and
 checkpoints written, nothing committed), ``sink.written`` (a sink file is in place),
 ``commit.before``, ``commit.after``, ``gc.before``, ``recovery.restored``, and for
 a remote storage root ``meta.uploaded`` (a commit is in the local working copy and
-uploaded, not yet published: it does not count).
+uploaded, not yet published: it does not count). At the edges (:data:`EDGE_POINTS`,
+reached only by pipelines with acknowledged sources or transactional sinks):
+``sink.release`` (an epoch is committed and released by the monitor; its sink output
+not yet made visible) and ``source.ack`` (input may be acknowledged; not yet done).
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -35,6 +38,7 @@ POINTS = (
     "recovery.restored",
     "meta.uploaded",
 )
+EDGE_POINTS = ("sink.release", "source.ack")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

@@ -52,6 +52,10 @@ class Ledger:
         self.planned_upto = max((e for c in self.offsets.values() for e in c), default=0)
         #: What the last commit's decisions let go: forgotten with the next commit.
         self.pending = Forget()
+        #: Per sink, the last epoch the monitor released (no rollback can retract it).
+        self.released: dict[str, int] = {}
+        #: Per source, the last epoch whose input the monitor let acknowledge.
+        self.acknowledgeable: dict[str, int] = {}
         self.monitor = Monitor(topology, sources=list(self.sources), sinks=self.sinks)
 
     def start_monitor(self) -> None:
@@ -140,6 +144,14 @@ class Ledger:
         """Forget what is pending now (at a clean stop); returns the files to delete."""
         return self.forget(Forget()) if self.pending else []
 
+    def to_acknowledge(self, source: str, after: int) -> tuple[int, list[dict[str, Any]]]:
+        """The acknowledgeable epoch of ``source`` and the offsets of its epochs in
+        (``after``, that epoch] (still retained: they are forgotten with the next
+        commit, and acknowledged before it)."""
+        upto = self.acknowledgeable.get(source, 0)
+        kept = self.offsets[source]
+        return upto, [o for e, o in sorted(kept.items()) if after < e <= upto and o is not None]
+
     def _forgotten(self, forget: Forget) -> None:
         for s, upto in forget.offsets_upto.items():
             self.offsets[s] = {e: o for e, o in self.offsets[s].items() if e > upto}
@@ -167,8 +179,10 @@ class Ledger:
                 forget.logs += [(key, t) for t in self.store.log_epochs(key) if t <= upto]
             elif d.kind is DecisionKind.ACK_SOURCE:
                 forget.offsets_upto[d.processor] = epoch_of(d.upto)
+                self.acknowledgeable[d.processor] = max(epoch_of(d.upto), self.acknowledgeable.get(d.processor, 0))
             elif d.kind is DecisionKind.RELEASE_SINK:
                 upto = epoch_of(d.upto)
+                self.released[d.processor] = max(upto, self.released.get(d.processor, 0))
                 forget.sinks += [(d.processor, t) for t in self.store.sink_commits(d.processor) if t <= upto]
         forget.logs = sorted(set(forget.logs))
         return forget

@@ -91,6 +91,7 @@ def _undo_after(state: RunState, p: Processor, epoch: int, invalidated: tuple[Fr
         undone.logs += [(key, t) for t in store.log_epochs(key) if t > epoch]
     if p.spec.sink:
         undone.sinks += [(p.name, t) for t in store.sink_commits(p.name) if t > epoch]
+        state.operators[p.name].abort_output(epoch)  # before the metadata forgets them
 
 
 def restore(state: RunState, p: Processor, epoch: int) -> None:

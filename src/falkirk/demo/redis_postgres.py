@@ -1,0 +1,96 @@
+"""Per-user totals from a Redis stream into PostgreSQL (``examples/redis_to_postgres.py``).
+
+Entries of a Redis stream carry ``user_id`` (a non-empty string) and ``amount`` (an
+integer, possibly negative, written as plain decimal digits with an optional leading
+``-``); other fields are ignored. Per user the PostgreSQL table keeps the sum of the
+valid amounts and the number of valid entries; every invalid entry goes to the
+dead-letter stream ``<stream>:dead`` with its fields, its ``id`` and a ``reason``.
+
+The dataflow and its policies, and why::
+
+    entries (RedisStreamSource, acknowledged) ── check ──┬── valid ── totals ── table (PostgresSink, 2PC upsert)
+                                                         └── rejected ── dead letters (RedisStreamSink)
+
+* ``entries``: the consumer group's pending entries are the source's log; an epoch's
+  id range is committed before it runs, and entries are acknowledged (XACK) only
+  once no recovery can read them again;
+* ``check``: stateless (cheap to recompute from the entries);
+* ``totals``: ``EagerCheckpoint`` - the per-user state is small and written every
+  epoch, so every epoch is released at its commit: the table's prepared
+  transaction of an epoch holds its rows' locks until released, and the next
+  epoch's upsert of the same users waits for that release;
+* ``table``: one prepared transaction per epoch, committed when released;
+* dead letters: written under the entries' own ids, so exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from falkirk.graph import EagerCheckpoint, Pipeline
+from falkirk.io.postgres import PostgresSink
+from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
+
+TABLE_COLUMNS = ("user_id", "total", "events", "epoch")
+_INTEGER = r"^-?[0-9]+\z"
+
+
+def check(df: DataFrame) -> DataFrame:
+    """The entries with a ``reason`` (null for valid ones) and, for valid ones,
+    ``user_id`` and ``amount`` (bigint)."""
+    user, amount = F.col("fields")["user_id"], F.col("fields")["amount"]
+    parsed = F.expr("try_cast(fields['amount'] AS BIGINT)")
+    reason = (
+        F.when(F.size("undecodable") > 0, F.concat(F.lit("not UTF-8: "), F.array_join("undecodable", ", ")))
+        .when(user.isNull(), F.lit("missing user_id"))
+        .when(user == "", F.lit("empty user_id"))
+        .when(amount.isNull(), F.lit("missing amount"))
+        .when(amount == "", F.lit("empty amount"))
+        .when(~amount.rlike(_INTEGER), F.lit("amount is not an integer"))
+        .when(parsed.isNull(), F.lit("amount is out of range (64-bit integers)"))
+    )
+    return df.select("id", "fields", user.alias("user_id"), parsed.alias("amount"), reason.alias("reason"))
+
+
+def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str) -> Pipeline:
+    p = Pipeline(f"redis_to_postgres.{stream}")
+    valid, rejected = p.source("entries", RedisStreamSource(redis_url, stream, group)).validate("check", check)
+    (
+        valid.map("amounts", lambda df: df.select("user_id", "amount"))
+        .aggregate("totals", "user_id", {"total": ("sum", "amount"), "events": ("count", None)}, policy=EagerCheckpoint())
+        .sink("table", PostgresSink(dsn, table, key=("user_id",), not_null=True))
+    )
+    rejected.map("dead_rows", lambda df: df.select("id", "fields", "reason")).sink("dead", RedisStreamSink(redis_url, f"{stream}:dead"))
+    return p
+
+
+@dataclass(frozen=True)
+class Expected:
+    totals: pd.DataFrame  # user_id, total, events
+    dead: pd.DataFrame  # id, reason
+
+
+def expected(entries: list[tuple[str, dict[str, str]]]) -> Expected:
+    """The final table and dead-letter entries for ``entries`` (id, fields), in plain
+    Python, independent of the pipeline."""
+    import re
+
+    totals: dict[str, list[int]] = {}
+    dead: list[tuple[str, str]] = []
+    for entry_id, fields in entries:
+        user, amount = fields.get("user_id"), fields.get("amount")
+        ok = bool(user) and amount is not None and re.fullmatch(r"-?[0-9]+", amount) is not None and -(2**63) <= int(amount) < 2**63
+        if not ok:
+            dead.append((entry_id, "invalid"))
+            continue
+        t = totals.setdefault(str(user), [0, 0])
+        t[0] += int(str(amount))
+        t[1] += 1
+    return Expected(
+        pd.DataFrame([(u, t, n) for u, (t, n) in totals.items()], columns=["user_id", "total", "events"]),
+        pd.DataFrame(dead, columns=["id", "reason"]),
+    )

@@ -1,0 +1,296 @@
+"""A PostgreSQL table as a sink, exactly once, with two-phase commit (psycopg 3).
+
+Each epoch's rows are written in one transaction, from one Spark task (the rows
+never pass through the driver), and that transaction is *prepared*
+(``PREPARE TRANSACTION``) while the epoch is computed: durable in PostgreSQL, not
+visible to anyone. Its id names the pipeline, the sink and the epoch
+(``falkirk:<pipeline>:<sink>:<epoch>``). When the monitor releases the epoch (no
+rollback can retract it any more) the engine commits it (``COMMIT PREPARED``); a
+rollback, and a restart for whatever its committed metadata does not keep, rolls it
+back (``ROLLBACK PREPARED``). So readers of the table never see an epoch twice, an
+epoch a recovery took back, or part of an epoch.
+
+Modes: ``upsert`` (rows replace the row with the same ``key``; a key may appear once
+per epoch) or ``append``. The table is created if absent, with the input's columns
+(and ``epoch``), primary key ``key`` in upsert mode.
+
+An upserted row stays locked from its epoch's ``PREPARE`` to its release, so the next
+epoch's write of the same key waits for that release: keep the sink's input
+releasable at each commit (every processor above it checkpointed eagerly or logging
+its output, or stateless), or the next epoch fails after ``lock_timeout`` seconds
+with an error that says so. Append mode never waits.
+
+The PostgreSQL server must allow prepared transactions: ``max_prepared_transactions``
+> 0 (it is 0 by default); the sink says so at start otherwise. The Spark executors
+need ``psycopg`` installed (``pip install 'falkirk[services]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from falkirk.io.exceptions import SinkError
+from falkirk.storage import StoredFile
+
+MODES = ("upsert", "append")
+_PG_TYPES: dict[type[T.DataType], str] = {
+    T.StringType: "text",
+    T.LongType: "bigint",
+    T.IntegerType: "integer",
+    T.ShortType: "smallint",
+    T.ByteType: "smallint",
+    T.DoubleType: "double precision",
+    T.FloatType: "real",
+    T.BooleanType: "boolean",
+    T.DateType: "date",
+    T.TimestampType: "timestamptz",
+    T.TimestampNTZType: "timestamp",
+    T.DecimalType: "numeric",
+    T.BinaryType: "bytea",
+}
+#: Rows per INSERT statement (one array per column).
+BATCH = 5000
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SinkError("PostgresSink needs psycopg 3: pip install 'falkirk[services]'") from exc
+    return psycopg
+
+
+@dataclass
+class PostgresSink:
+    """Rows of each epoch into PostgreSQL table ``table`` (``name`` or
+    ``schema.name``) at ``dsn``, in ``mode`` ``"upsert"`` (by ``key``) or
+    ``"append"``; ``epoch_column`` (if set) adds the epoch as a ``bigint`` column.
+    ``not_null``: create every column ``NOT NULL`` (key columns always are).
+    See the module docstring for the guarantees."""
+
+    dsn: str
+    table: str
+    key: tuple[str, ...] = ()
+    mode: str = "upsert"
+    epoch_column: str | None = "epoch"
+    not_null: bool = False
+    lock_timeout: float = 120.0
+    _prefix: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.key = (self.key,) if isinstance(self.key, str) else tuple(self.key)
+        if self.mode not in MODES:
+            raise SinkError(f"PostgresSink({self.table!r}): mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode == "upsert" and not self.key:
+            raise SinkError(f"PostgresSink({self.table!r}): upsert needs key=(column, ...); or use mode='append'")
+        if not 1 <= len(self.table.split(".")) <= 2 or not all(self.table.split(".")):
+            raise SinkError(f"PostgresSink: table must be 'name' or 'schema.name', got {self.table!r}")
+
+    # -- the TransactionalSink protocol ---------------------------------------------------
+
+    def bind(self, pipeline: str, processor: str) -> None:
+        self._prefix = f"falkirk:{pipeline}:{processor}:"
+        if len(self._prefix) > 180:
+            raise SinkError(f"PostgresSink({self.table!r}): pipeline and sink names are too long for a transaction id")
+
+    def prepare(self, empty: DataFrame) -> None:
+        """Check the server allows prepared transactions; create the table if absent
+        (else check it has the input's columns)."""
+        psycopg = _psycopg()
+        schema = self._stamp(empty, 0).schema
+        columns = [(f.name, _pg_type(f, self.table)) for f in schema.fields]
+        missing = [k for k in self.key if k not in schema.fieldNames()]
+        if missing:
+            raise SinkError(f"PostgresSink({self.table!r}): key columns {missing} are not in the input {schema.fieldNames()}")
+        sql = psycopg.sql
+        with _connect(psycopg, self.dsn, autocommit=True) as conn:
+            allowed = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
+            if allowed <= 0:
+                raise SinkError(
+                    f"PostgreSQL at {_where(self.dsn)} has max_prepared_transactions = 0, so it cannot "
+                    "prepare an epoch's transaction (two-phase commit). Set max_prepared_transactions "
+                    "to at least 2 x the number of PostgresSinks writing to it (e.g. 64) in "
+                    "postgresql.conf and restart the server."
+                )
+            found = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "coalesce(%s, current_schema()) AND table_name = %s",
+                (self._schema_name(), self._table_name()),
+            ).fetchall()
+            if not found:
+                defs = [
+                    sql.SQL("{} {}{}").format(
+                        sql.Identifier(name),
+                        sql.SQL(pg_type),
+                        sql.SQL(" NOT NULL" if self.not_null or name in self.key else ""),
+                    )
+                    for name, pg_type in columns
+                ]
+                if self.mode == "upsert":
+                    defs.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, self.key))))
+                conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._ident(psycopg), sql.SQL(", ").join(defs)))
+            else:
+                absent = sorted({name for name, _ in columns} - {r[0] for r in found})
+                if absent:
+                    raise SinkError(
+                        f"PostgresSink: table {self.table!r} exists without columns {absent} of the "
+                        "input; add them (ALTER TABLE) or write to another table"
+                    )
+
+    def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
+        """Write the epoch in one prepared transaction (one Spark task)."""
+        if not self._prefix:
+            raise SinkError("internal: PostgresSink.pre_commit before bind()")
+        stamped = self._stamp(df, epoch)
+        psycopg = _psycopg()
+        statement = self._insert(psycopg, stamped.schema).as_string(None)
+        write = _partition_writer(
+            self.dsn, f"{self._prefix}{epoch}", statement, len(stamped.columns), self.lock_timeout, self.table, epoch
+        )
+        stamped.coalesce(1).foreachPartition(write)
+        return []
+
+    def commit_upto(self, epoch: int) -> None:
+        """``COMMIT PREPARED`` every prepared epoch up to ``epoch``, in order."""
+        self._finish(lambda e: e <= epoch, "COMMIT PREPARED")
+
+    def abort_after(self, epoch: int) -> None:
+        """``ROLLBACK PREPARED`` every prepared epoch after ``epoch``."""
+        self._finish(lambda e: e > epoch, "ROLLBACK PREPARED")
+
+    def prepared(self) -> list[int]:
+        """The epochs of this sink prepared and not yet committed or rolled back."""
+        psycopg = _psycopg()
+        with _connect(psycopg, self.dsn, autocommit=True) as conn:
+            return sorted(self._epochs(conn))
+
+    # -- details ---------------------------------------------------------------------
+
+    def _finish(self, chosen: Callable[[int], bool], verb: str) -> None:
+        psycopg = _psycopg()
+        with _connect(psycopg, self.dsn, autocommit=True) as conn:
+            for e in sorted(e for e in self._epochs(conn) if chosen(e)):
+                try:
+                    conn.execute(psycopg.sql.SQL(verb + " {}").format(psycopg.sql.Literal(f"{self._prefix}{e}")))
+                except psycopg.errors.UndefinedObject:
+                    continue  # finished meanwhile (idempotent)
+
+    def _epochs(self, conn: Any) -> Iterable[int]:
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, %s)",
+            (self._prefix,),
+        ).fetchall()
+        for (gid,) in rows:
+            tail = gid[len(self._prefix):]
+            if tail.isdigit():
+                yield int(tail)
+
+    def _stamp(self, df: DataFrame, epoch: int) -> DataFrame:
+        if self.epoch_column is None:
+            return df
+        return df.withColumn(self.epoch_column, F.lit(epoch).cast("long"))
+
+    def _schema_name(self) -> str | None:
+        parts = self.table.split(".")
+        return parts[0] if len(parts) == 2 else None
+
+    def _table_name(self) -> str:
+        return self.table.split(".")[-1]
+
+    def _ident(self, psycopg: Any) -> Any:
+        return psycopg.sql.Identifier(*self.table.split("."))
+
+    def _insert(self, psycopg: Any, schema: T.StructType) -> Any:
+        sql = psycopg.sql
+        names = [f.name for f in schema.fields]
+        arrays = sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(_pg_type(f, self.table))) for f in schema.fields)
+        insert = sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(
+            self._ident(psycopg), sql.SQL(", ").join(map(sql.Identifier, names)), arrays
+        )
+        if self.mode == "append":
+            return insert
+        updates = [n for n in names if n not in self.key]
+        action = (
+            sql.SQL("DO UPDATE SET {}").format(
+                sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in updates)
+            )
+            if updates
+            else sql.SQL("DO NOTHING")
+        )
+        return sql.SQL("{} ON CONFLICT ({}) {}").format(insert, sql.SQL(", ").join(map(sql.Identifier, self.key)), action)
+
+
+def _pg_type(f: T.StructField, table: str) -> str:
+    for spark_type, pg in _PG_TYPES.items():
+        if isinstance(f.dataType, spark_type):
+            return pg
+    raise SinkError(f"PostgresSink({table!r}): column {f.name!r} has type {f.dataType.simpleString()}, which it cannot write; cast it")
+
+
+def _where(dsn: str) -> str:
+    return dsn.split("@")[-1] if "@" in dsn else dsn
+
+
+def _connect(psycopg: Any, dsn: str, autocommit: bool) -> Any:
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise SinkError(f"cannot connect to PostgreSQL at {_where(dsn)}: {exc}".strip()) from exc
+
+
+def _partition_writer(
+    dsn: str, gid: str, statement: str, width: int, lock_timeout: float, table: str, epoch: int
+) -> Callable[[Iterator[Row]], None]:
+    """The function a Spark task runs: the epoch's rows in one transaction, prepared
+    as ``gid`` (nothing if ``gid`` is prepared already: a retried task)."""
+
+    def write(rows: Iterator[Row]) -> None:
+        import psycopg
+
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        try:
+            if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()", (gid,)).fetchone():
+                return
+            conn.autocommit = False
+            conn.tpc_begin(gid)
+            conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
+            try:
+                batch: list[tuple[Any, ...]] = []
+                for row in rows:
+                    batch.append(tuple(row))
+                    if len(batch) >= BATCH:
+                        _insert(conn, statement, batch, width)
+                        batch = []
+                if batch:
+                    _insert(conn, statement, batch, width)
+                conn.tpc_prepare()
+            except psycopg.errors.LockNotAvailable as exc:
+                conn.tpc_rollback()
+                raise SinkError(
+                    f"PostgresSink({table!r}) epoch {epoch}: rows are locked by an earlier epoch's "
+                    f"prepared transaction that was not released within {lock_timeout:.0f} s. An upserted "
+                    "epoch is released only when no rollback can retract it; give every processor above "
+                    "the sink a policy that lets it roll back to each epoch (EagerCheckpoint or "
+                    "LogOutputs on the processor feeding the sink), or write in mode='append'."
+                ) from exc
+            except psycopg.errors.CardinalityViolation as exc:
+                conn.tpc_rollback()
+                raise SinkError(
+                    f"PostgresSink({table!r}) epoch {epoch}: a key appears twice in one epoch's rows; "
+                    "an upsert sink needs one row per key per epoch (aggregate or deduplicate first)"
+                ) from exc
+        finally:
+            conn.close()  # after tpc_prepare(): the transaction stays prepared
+
+    return write
+
+
+def _insert(conn: Any, statement: str, batch: list[tuple[Any, ...]], width: int) -> None:
+    columns = [list(c) for c in zip(*batch)] if batch else [[] for _ in range(width)]
+    conn.execute(statement, columns)

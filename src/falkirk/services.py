@@ -1,0 +1,187 @@
+"""Throw-away Redis and PostgreSQL servers on 127.0.0.1, for tests and demos.
+
+Each server runs from the Debian package's binaries (``scripts/bootstrap.sh``
+installs ``redis-server`` and ``postgresql``), on a free port, with its data in a
+temporary directory that is removed when it stops. PostgreSQL runs as the
+``postgres`` user when started by root (it refuses to run as root), accepts local
+connections without a password, and allows prepared transactions (two-phase commit).
+
+    with RedisServer() as redis, PostgresServer() as pg:
+        print(redis.url, pg.dsn)
+
+Nothing here is used by a running pipeline: these are for trying Falkirk out and
+for its test suite, never for production data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from falkirk.exceptions import FalkirkError
+
+
+class ServiceError(FalkirkError):
+    """A test service could not be started (its binary is missing or it failed)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServiceError(f"{what} exited with {proc.returncode} while starting: {_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise ServiceError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s: {_tail(log)}")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies
+    (Linux), so that a killed test run leaves no server behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-1500:]
+    except OSError:
+        return "(no log)"
+
+
+class _Server:
+    name = "server"
+    stop_signal = signal.SIGTERM
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"falkirk-{self.name}-"))
+        self.log = self.dir / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> _Server:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove its data."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(self.stop_signal)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisServer(_Server):
+    """``redis-server`` on 127.0.0.1:``port``, persistence off; ``url`` to connect."""
+
+    name = "redis"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise ServiceError("redis-server is not installed: run scripts/bootstrap.sh (it installs Debian's redis-server)")
+        args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
+                "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        _wait_for_port(self.port, self.proc, "redis-server", self.log)
+
+
+def postgres_bin() -> Path | None:
+    """The directory of PostgreSQL's server binaries (Debian keeps them off PATH)."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    return Path(versions[-1]).parent if versions else None
+
+
+class PostgresServer(_Server):
+    """A PostgreSQL cluster on 127.0.0.1:``port`` (user ``postgres``, database
+    ``postgres``, no password), ``max_prepared_transactions`` = ``prepared``;
+    ``dsn`` to connect."""
+
+    name = "postgres"
+    stop_signal = signal.SIGINT  # "fast" shutdown: does not wait for clients to leave
+
+    def __init__(self, prepared: int = 64) -> None:
+        super().__init__()
+        self.prepared = prepared
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self) -> tuple[list[str], dict[str, str]]:
+        if os.geteuid() != 0:
+            return [], {}
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError as exc:
+            raise ServiceError("PostgreSQL refuses to run as root and there is no 'postgres' user: install Debian's postgresql") from exc
+        return ["runuser", "-u", "postgres", "--"], {}
+
+    def start(self) -> None:
+        bin_dir = postgres_bin()
+        if bin_dir is None:
+            raise ServiceError("PostgreSQL is not installed: run scripts/bootstrap.sh (it installs Debian's postgresql)")
+        prefix, _ = self._as_postgres()
+        data = self.dir / "data"
+        if prefix:
+            shutil.chown(self.dir, user="postgres", group="postgres")
+        init = subprocess.run(
+            [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            capture_output=True,
+        )
+        if init.returncode != 0:
+            raise ServiceError(f"initdb failed: {init.stderr.decode(errors='replace')[-1500:]}")
+        args = [*prefix, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.dir),
+                "-c", "listen_addresses=127.0.0.1", "-c", f"max_prepared_transactions={self.prepared}",
+                "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off"]
+        with open(self.log, "wb") as log:
+            if prefix:
+                shutil.chown(self.log, user="postgres", group="postgres")
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        _wait_for_port(self.port, self.proc, "postgres", self.log)
+        deadline = time.monotonic() + 30
+        while subprocess.run([str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True).returncode != 0:
+            if time.monotonic() > deadline:
+                raise ServiceError(f"postgres did not accept connections: {_tail(self.log)}")
+            time.sleep(0.1)

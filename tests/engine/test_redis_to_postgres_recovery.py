@@ -1,0 +1,127 @@
+"""``examples/redis_to_postgres.py`` under SIGKILL, against real Redis and PostgreSQL:
+killed at every crash point (between PREPARE and the metadata commit, between the
+commit and COMMIT PREPARED, before acknowledging, ...) and at random moments while
+entries keep arriving, then started again with the same arguments, it ends with
+exactly the totals and dead letters a plain-Python computation over the stream gives,
+nothing pending in the group and no prepared transaction left."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from falkirk.demo.redis_postgres import expected
+from falkirk.services import PostgresServer, RedisServer
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "redis_to_postgres.py"
+pytestmark = pytest.mark.slow
+
+
+class Case:
+    def __init__(self, redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.stream, self.table, self.group = f"ev-{tag}", f"totals_{tag}", "falkirk"
+        self.redis_url, self.dsn, self.storage = redis_server.url, postgres_server.dsn, tmp_path / "state"
+        self.r = redis.Redis.from_url(self.redis_url)
+        self.rng = random.Random(tag)
+        self.n = 0
+
+    def add(self, count: int) -> None:
+        for _ in range(count):
+            i = self.n
+            self.n += 1
+            fields: dict[str, str | bytes] = {"user_id": f"u{self.rng.randrange(9)}", "amount": str(self.rng.randint(-500, 1000))}
+            bad = self.rng.random()
+            if bad < 0.03:
+                fields["amount"] = self.rng.choice(["12.50", "42USD", "", " 7", "99999999999999999999"])
+            elif bad < 0.05:
+                del fields[self.rng.choice(["user_id", "amount"])]
+            elif bad < 0.06:
+                fields["user_id"] = ""
+            elif bad < 0.065:
+                fields["user_id"] = b"\xff\xfe"
+            fields["seq"] = str(i)
+            self.r.xadd(self.stream, fields)
+
+    def feed_in_background(self, batches: int, size: int, every: float) -> threading.Thread:
+        def feed() -> None:
+            for _ in range(batches):
+                time.sleep(every)
+                self.add(size)
+
+        thread = threading.Thread(target=feed, daemon=True)
+        thread.start()
+        return thread
+
+    def start(self, crash: str | None = None) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+        if crash:
+            env["FALKIRK_CRASH_AT"] = crash
+        args = ["--redis", self.redis_url, "--stream", self.stream, "--group", self.group, "--pg", self.dsn,
+                "--table", self.table, "--storage", str(self.storage), "--idle-exit", "2"]
+        return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def check(self) -> None:
+        entries = [
+            (i.decode(), {k.decode(): v.decode(errors="replace") if b"\xff" not in v else "" for k, v in f.items()})
+            for i, f in self.r.xrange(self.stream)
+        ]
+        want = expected(entries)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            got = conn.execute(f"SELECT user_id, total, events, epoch FROM {self.table} ORDER BY user_id").fetchall()
+            left = conn.execute("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE %s", (f"%{self.stream}%",)).fetchall()
+        assert sorted((u, t, n) for u, t, n, _ in got) == sorted(want.totals.itertuples(index=False, name=None))
+        assert all(e >= 1 for *_, e in got)
+        assert left == [], f"prepared transactions left: {left}"
+        dead = [(i.decode(), f) for i, f in self.r.xrange(f"{self.stream}:dead")]
+        assert [i for i, _ in dead] == sorted(want.dead["id"], key=lambda s: tuple(map(int, s.split("-"))))
+        assert all(f[b"id"].decode() == i and f[b"reason"] for i, f in dead)
+        assert self.r.xpending(self.stream, self.group)["pending"] == 0
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 600) -> int:
+    _, err = proc.communicate(timeout=timeout)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(err.decode()[-3000:])
+    return proc.returncode
+
+
+POINTS = ["epoch.planned", "sink.written", "epoch.computed", "commit.before", "commit.after", "sink.release", "source.ack", "gc.before"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_at_each_crash_point(point: str, redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    case = Case(redis_server, postgres_server, tmp_path)
+    case.add(80)
+    feeder = case.feed_in_background(batches=12, size=25, every=0.5)
+    occurrence = 1 if point == "gc.before" else 2
+    assert finish(case.start(crash=f"{point}:{occurrence}")) == -signal.SIGKILL, f"{point}:{occurrence} was not reached"
+    feeder.join()
+    assert finish(case.start()) == 0
+    case.check()
+
+
+def test_repeated_kills_at_random_moments_while_entries_arrive(redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    case = Case(redis_server, postgres_server, tmp_path)
+    rng = random.Random(11)
+    case.add(100)
+    feeder = case.feed_in_background(batches=30, size=20, every=0.5)
+    for _ in range(3):
+        proc = case.start()
+        time.sleep(rng.uniform(4, 12))  # a JVM start is ~5 s: some kills land in recovery
+        proc.send_signal(signal.SIGKILL)
+        finish(proc)
+    feeder.join()
+    assert finish(case.start()) == 0
+    case.check()

@@ -1,0 +1,107 @@
+"""PostgresSink against a real PostgreSQL: an epoch is one prepared transaction,
+invisible until committed, gone when aborted; clear errors when PostgreSQL refuses."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.io.exceptions import SinkError
+from falkirk.io.postgres import PostgresSink
+from falkirk.services import PostgresServer
+
+
+def rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+
+
+def prepared(dsn: str, prefix: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return sorted(r[0] for r in conn.execute("SELECT gid FROM pg_prepared_xacts WHERE starts_with(gid, %s)", (prefix,)))
+
+
+def sink_for(server: PostgresServer, **kw: Any) -> tuple[PostgresSink, str]:
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    sink = PostgresSink(server.dsn, table, **kw)
+    sink.bind("p", table)
+    return sink, table
+
+
+def test_an_epoch_is_invisible_until_committed_and_gone_when_aborted(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    sink, table = sink_for(postgres_server, key=("k",), not_null=True)
+    df = lambda data: spark.createDataFrame(data, "k string, v long")  # noqa: E731
+    sink.prepare(df([]))
+    sink.pre_commit(df([("a", 1), ("b", 2)]), 1)
+    assert rows(postgres_server.dsn, table) == []
+    assert prepared(postgres_server.dsn, f"falkirk:p:{table}:") == [f"falkirk:p:{table}:1"]
+    sink.commit_upto(1)
+    sink.commit_upto(1)  # idempotent
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1), ("b", 2, 1)]
+    sink.pre_commit(df([("a", 5), ("c", 7)]), 2)
+    sink.abort_after(1)
+    sink.abort_after(1)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1), ("b", 2, 1)]
+    assert prepared(postgres_server.dsn, f"falkirk:p:{table}:") == []
+    sink.pre_commit(df([("a", 5), ("c", 7)]), 2)  # the replay of epoch 2
+    sink.commit_upto(2)
+    assert rows(postgres_server.dsn, table) == [("a", 5, 2), ("b", 2, 1), ("c", 7, 2)]
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        cols = conn.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+    assert cols == [("k", "text", "NO"), ("v", "bigint", "NO"), ("epoch", "bigint", "NO")]
+
+
+def test_append_mode_prepares_several_epochs_without_waiting(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    sink, table = sink_for(postgres_server, mode="append")
+    df = lambda data: spark.createDataFrame(data, "k string, v long")  # noqa: E731
+    sink.prepare(df([]))
+    for e in (1, 2, 3):
+        sink.pre_commit(df([("a", e)]), e)
+    assert sink.prepared() == [1, 2, 3]
+    sink.abort_after(2)
+    sink.commit_upto(2)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1), ("a", 2, 2)]
+
+
+def test_a_retried_pre_commit_of_a_prepared_epoch_writes_nothing_twice(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    sink, table = sink_for(postgres_server, mode="append")
+    df = spark.createDataFrame([("a", 1)], "k string, v long")
+    sink.prepare(df.limit(0))
+    sink.pre_commit(df, 1)
+    sink.pre_commit(df, 1)
+    sink.commit_upto(1)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1)]
+
+
+def test_a_key_twice_in_one_epoch_is_a_clear_error(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    sink, _ = sink_for(postgres_server, key=("k",))
+    df = spark.createDataFrame([("a", 1), ("a", 2)], "k string, v long")
+    sink.prepare(df.limit(0))
+    with pytest.raises(Exception, match="appears twice in one epoch"):
+        sink.pre_commit(df, 1)
+    assert sink.prepared() == []
+
+
+def test_a_server_without_prepared_transactions_is_refused_at_start(spark: SparkSession) -> None:
+    with PostgresServer(prepared=0) as server:
+        sink = PostgresSink(server.dsn, "t", key=("k",))
+        sink.bind("p", "out")
+        with pytest.raises(SinkError, match="max_prepared_transactions = 0"):
+            sink.prepare(spark.createDataFrame([], "k string"))
+
+
+def test_bad_configurations_are_named() -> None:
+    with pytest.raises(SinkError, match="upsert needs key"):
+        PostgresSink("dsn", "t")
+    with pytest.raises(SinkError, match="mode must be"):
+        PostgresSink("dsn", "t", key=("k",), mode="merge")
+    with pytest.raises(SinkError, match="cannot connect"):
+        s = PostgresSink("postgresql://postgres@127.0.0.1:1/postgres", "t", key=("k",))
+        s.prepared()

@@ -1,0 +1,119 @@
+"""RedisStreamSource and RedisStreamSink against a real Redis: planning delivers
+through the consumer group and is repeatable after a crash, replays read exactly the
+planned entries, acknowledgement XACKs (and trims), dead letters are exactly once;
+FileSource's acknowledgement deletes or archives."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+from pyspark.sql import SparkSession
+
+from falkirk.io import FileSource
+from falkirk.io import redis_streams as rs
+from falkirk.io.exceptions import InputChangedError
+from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
+from falkirk.services import RedisServer
+
+
+def fresh(server: RedisServer, n: int, **kw: object) -> tuple[redis.Redis, RedisStreamSource, list[str]]:
+    r = redis.Redis.from_url(server.url)
+    stream = f"s-{uuid.uuid4().hex[:8]}"
+    ids = [r.xadd(stream, {"user_id": f"u{i % 3}", "amount": str(i)}).decode() for i in range(n)]
+    return r, RedisStreamSource(server.url, stream, "g", **kw), ids  # type: ignore[arg-type]
+
+
+def test_planning_is_repeatable_after_a_crash_and_continues_after_a_commit(redis_server: RedisServer) -> None:
+    r, source, ids = fresh(redis_server, 25, max_entries=10)
+    first = source.next_offsets(None)
+    assert first == {"first": ids[0], "last": ids[9], "count": 10}
+    assert source.next_offsets(None) == first  # planned again after a crash: the pending entries
+    second = source.next_offsets(first)
+    assert second == {"first": ids[10], "last": ids[19], "count": 10}
+    assert r.xpending(source.stream, "g")["pending"] == 20
+    third = source.next_offsets(second)
+    assert third is not None and third["count"] == 5 and source.next_offsets(third) is None
+
+
+def test_a_replay_reads_exactly_the_planned_entries_across_tasks(spark: SparkSession, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rs, "PER_TASK", 7)  # several Spark tasks, several slices of the id range
+    monkeypatch.setattr(rs, "PAGE", 4)
+    r, source, ids = fresh(redis_server, 40, max_entries=30)
+    r.xadd(source.stream, {"user_id": b"\xff", "amount": "1"})
+    offsets = source.next_offsets(None)
+    assert offsets is not None
+    for _ in range(2):  # the first run and a replay
+        got = source.read(spark, offsets).collect()
+        assert [row["id"] for row in got] == ids[:30]
+        assert got[3]["fields"] == {"user_id": "u0", "amount": "3"} and got[3]["undecodable"] == []
+    rest = source.next_offsets(offsets)
+    assert rest is not None
+    bad = source.read(spark, rest).collect()[-1]
+    assert bad["undecodable"] == ["user_id"] and bad["fields"]["amount"] == "1"
+
+
+def test_acknowledge_xacks_idempotently_and_trims_when_asked(redis_server: RedisServer) -> None:
+    r, source, ids = fresh(redis_server, 12, max_entries=5, trim=True)
+    a = source.next_offsets(None)
+    b = source.next_offsets(a)
+    assert a is not None and b is not None
+    source.acknowledge([a])
+    source.acknowledge([a])
+    assert r.xpending(source.stream, "g")["pending"] == 5
+    source.acknowledge([a, b])
+    assert r.xpending(source.stream, "g")["pending"] == 0
+    assert [i.decode() for i, _ in r.xrange(source.stream)] == ids[10:]  # acknowledged entries trimmed
+
+
+def test_trimming_unacknowledged_input_is_named(redis_server: RedisServer) -> None:
+    r, source, ids = fresh(redis_server, 6)
+    offsets = source.next_offsets(None)
+    assert offsets is not None
+    r.xtrim(source.stream, minid=ids[3], approximate=False)
+    with pytest.raises(InputChangedError, match="deleted or trimmed"):
+        source.check(offsets)
+
+
+def test_dead_letters_are_written_once_under_their_ids(spark: SparkSession, redis_server: RedisServer) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    dead = f"d-{uuid.uuid4().hex[:8]}:dead"
+    sink = RedisStreamSink(redis_server.url, dead)
+    df = spark.createDataFrame(
+        [("10-1", {"a": "x"}, "bad a"), ("9-5", {"b": "y"}, "bad b"), ("10-0", {}, "empty")],
+        "id string, fields map<string,string>, reason string",
+    )
+    sink.prepare(df.limit(0))
+    sink.write(df, 1)
+    sink.write(df, 1)  # a replay
+    got = [(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in r.xrange(dead)]
+    assert got == [
+        ("9-5", {"b": "y", "id": "9-5", "reason": "bad b"}),
+        ("10-0", {"id": "10-0", "reason": "empty"}),
+        ("10-1", {"a": "x", "id": "10-1", "reason": "bad a"}),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["delete", "move"])
+def test_file_source_acknowledgement_deletes_or_archives_only_the_files_read(tmp_path: Path, mode: str) -> None:
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for n in ("a.csv", "b.csv", "c.csv"):
+        (inp / n).write_text("x\n1\n")
+    archive = str(tmp_path / "done") if mode == "move" else None
+    source = FileSource(str(inp), "csv", "x int", acknowledged=mode, archive=archive)
+    first = source.next_offsets(None)
+    second = source.next_offsets(first)
+    assert first is not None and second is not None
+    (inp / "b.csv").write_text("x\n2\n3\n")  # changed after it was read: not the file acknowledged
+    os.utime(inp / "b.csv", ns=(1, 1))
+    source.acknowledge([first, second])
+    source.acknowledge([first, second])
+    assert sorted(p.name for p in inp.iterdir()) == ["b.csv", "c.csv"]
+    if mode == "move":
+        assert sorted(p.name for p in (tmp_path / "done").iterdir()) == ["a.csv"]
+    third = source.next_offsets(second)
+    assert third is not None and [f[0] for f in third["files"]] == ["c.csv"]
