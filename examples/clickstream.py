@@ -7,7 +7,9 @@ order, one file per epoch; writes per-user stats to the Parquet dataset OUT (one
 per user per epoch in which the user's stats changed) and invalid rows with a
 ``reason`` to REJ. Killed at any moment and started again with the same arguments,
 it resumes and produces exactly the result of an uninterrupted run. Exits 0 once all
-input present at start is processed and committed.
+input present at start is processed and committed. With ``--global-checkpoints K``
+the whole pipeline takes aligned barrier checkpoints every K epochs (Wallaroo)
+instead of its per-processor policies; the output is the same.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 
 from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
+from falkirk.graph import GlobalCheckpoints
 from falkirk.runtime import Engine, RunReport
 
 
@@ -39,12 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--rejected", required=True, help="Parquet dataset of invalid rows")
     parser.add_argument("--files-per-epoch", type=int, default=1)
+    parser.add_argument(
+        "--global-checkpoints", type=int, metavar="K", default=None,
+        help="aligned barrier checkpoints of the whole pipeline every K epochs (Wallaroo) instead of per-processor policies",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="print a line per epoch")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        pipeline = build_pipeline(args.input, args.output, args.rejected, files_per_epoch=args.files_per_epoch)
+        checkpoints = GlobalCheckpoints(every=args.global_checkpoints) if args.global_checkpoints is not None else None
+        pipeline = build_pipeline(args.input, args.output, args.rejected, files_per_epoch=args.files_per_epoch, checkpoints=checkpoints)
         Engine(pipeline, args.storage, on_epoch=print_progress if args.progress else None).run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)

@@ -27,7 +27,15 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline, Policy, Source
+from falkirk.graph import (
+    EagerCheckpoint,
+    GlobalCheckpoints,
+    GraphError,
+    LazyCheckpoint,
+    Pipeline,
+    Policy,
+    Source,
+)
 from falkirk.io import FileSource, ParquetTableSink
 
 RAW_SCHEMA = "sess_id string, user_id string, ts string, event string, _raw string"
@@ -127,12 +135,17 @@ def build_pipeline(
     stats_policy: Policy | None = None,
     source: Source | None = None,
     vectorized: bool = False,
+    checkpoints: GlobalCheckpoints | None = None,
 ) -> Pipeline:
     """The query reading CSV files of ``input_dir`` (or ``source``, any source with
     the columns of :data:`RAW_SCHEMA`, such as the clickstream generator).
     ``vectorized`` sessionizes with :func:`sessionize_all` instead of the per-session
     :func:`sessionize` (same results, far fewer Python calls)."""
-    p = Pipeline("clickstream")
+    p = Pipeline("clickstream", checkpoints=checkpoints)
+    if checkpoints is not None and (sessions_policy or stats_policy):
+        raise GraphError("build_pipeline: give per-processor policies or global checkpoints, not both")
+    if checkpoints is None:  # per-processor policies, and why: see the module docstring
+        sessions_policy, stats_policy = sessions_policy or EagerCheckpoint(), stats_policy or LazyCheckpoint(every=5)
     raw = p.source("events", source or FileSource(input_dir, "csv", RAW_SCHEMA, files_per_epoch, CSV_OPTIONS))
     valid, rejected = raw.validate("validate", check_rows)
     rejected.map("rejected_fields", rejected_rows).sink("dead_letter", ParquetTableSink(rejected_dir, epoch_column=None))
@@ -144,7 +157,7 @@ def build_pipeline(
             sessionize_all if vectorized else sessionize,
             state_schema=SESSION_STATE,
             output_schema=SESSION_OUTPUT,
-            policy=sessions_policy or EagerCheckpoint(),
+            policy=sessions_policy,
             vectorized=vectorized,
         )
         .exchange("by_user", "user_id")
@@ -156,7 +169,7 @@ def build_pipeline(
                 "max_duration": ("max", "duration"),
                 "avg_duration": ("avg", "duration"),
             },
-            policy=stats_policy or LazyCheckpoint(every=5),
+            policy=stats_policy,
         )
         .sink("output", ParquetTableSink(output_dir))
     )

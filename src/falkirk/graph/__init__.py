@@ -11,8 +11,10 @@ from falkirk.graph.exceptions import GraphError
 from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
+    AtBarriers,
     EagerCheckpoint,
     FullHistory,
+    GlobalCheckpoints,
     LazyCheckpoint,
     LogOutputs,
     Policy,
@@ -20,8 +22,10 @@ from falkirk.graph.policies import (
 )
 
 __all__ = [
+    "AtBarriers",
     "EagerCheckpoint",
     "FullHistory",
+    "GlobalCheckpoints",
     "GraphError",
     "Input",
     "LazyCheckpoint",

@@ -29,7 +29,7 @@ from typing import Any
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
-from falkirk.graph.policies import Policy, Stateless
+from falkirk.graph.policies import AtBarriers, GlobalCheckpoints, Policy, Stateless
 from falkirk.graph.specs import (
     AggregateSpec,
     ExchangeSpec,
@@ -240,9 +240,12 @@ class Stream:
 class Pipeline:
     """A dataflow of processors (see the module docstring)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, checkpoints: GlobalCheckpoints | None = None) -> None:
+        """``checkpoints``: pipeline-wide barrier checkpoints instead of per-processor
+        policies (see :class:`~falkirk.graph.GlobalCheckpoints`)."""
         self.name = name
         self.processors: dict[str, Processor] = {}
+        self.checkpoints = checkpoints
 
     def source(self, name: str, source: Source) -> Stream:
         """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into
@@ -267,8 +270,17 @@ class Pipeline:
         if not isinstance(spec, OperatorSpec):
             raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
         spec.check_arity(name, len(inputs))
+        if self.checkpoints is not None:
+            if policy is not None and not isinstance(policy, Stateless):
+                raise GraphError(
+                    f"processor {name!r}: pipeline {self.name!r} has global checkpoints, which decide "
+                    f"every processor's persistence; drop policy={policy.name}() (or the pipeline's checkpoints=)"
+                )
+            policy = AtBarriers(compact_every=self.checkpoints.compact_every) if spec.keyed else Stateless()
+        elif isinstance(policy, AtBarriers):
+            raise GraphError(f"processor {name!r}: AtBarriers is set by Pipeline(checkpoints=GlobalCheckpoints(...)), not per processor")
         policy = policy or Stateless()
-        if not isinstance(policy, spec.policies):
+        if not isinstance(policy, (*spec.policies, AtBarriers)):
             allowed = ", ".join(t.__name__ for t in spec.policies)
             raise GraphError(f"processor {name!r} ({spec.kind}) cannot use {policy.name}: it accepts {allowed}")
         for s in inputs:

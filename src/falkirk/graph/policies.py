@@ -15,6 +15,11 @@ policy                    persists per epoch                 recovers by
                           epoch, before the epoch commits    the logged outputs
 :class:`FullHistory`      every input it received            replaying its inputs from ∅
 ========================  =================================  ===============================
+
+A whole pipeline may instead take :class:`GlobalCheckpoints` (Wallaroo's and Flink's
+aligned barrier snapshots): every keyed processor checkpoints at the same barrier
+epochs (:class:`AtBarriers`), nothing else is persisted, and recovery rolls every
+processor back to the last barrier every processor committed.
 """
 
 from __future__ import annotations
@@ -110,3 +115,46 @@ class EagerCheckpoint(Policy):
 class FullHistory(Policy):
     """Log every input the processor receives; recovery replays them through it from
     its initial state. Needs no checkpoint code, but the log grows without bound."""
+
+
+@dataclass(frozen=True)
+class AtBarriers(Policy):
+    """The policy of a keyed processor in a pipeline with :class:`GlobalCheckpoints`:
+    its state is checkpointed at the pipeline's barrier epochs, which the engine
+    picks (never chosen per processor)."""
+
+    writes_checkpoints: bool = True
+    compact_every: int = 10
+
+    def compacts(self, checkpoints_so_far: int) -> bool:
+        return checkpoints_so_far % self.compact_every == 0
+
+
+@dataclass(frozen=True)
+class GlobalCheckpoints:
+    """Pipeline-wide aligned barrier checkpoints (``Pipeline(name, checkpoints=...)``).
+
+    A barrier follows every ``every``-th epoch, or the first epoch planned at least
+    ``seconds`` after the previous barrier's. At a barrier every keyed processor
+    snapshots its state (written in the background while later epochs run; a
+    processor with several inputs has all of them up to the barrier and none after
+    it), sinks have pre-committed, and the checkpoint commits as one metadata
+    transaction holding Ξ of every processor at the barrier epoch - only once every
+    snapshot is durable. Only then are sources acknowledged and sink output released.
+    Between barriers nothing is persisted; recovery rolls every processor back to the
+    last committed barrier and replays the input after it. A clean stop (and an idle
+    service) takes a final barrier, so everything read is released."""
+
+    every: int | None = None
+    seconds: float | None = None
+    compact_every: int = 10
+
+    def __post_init__(self) -> None:
+        if (self.every is None) == (self.seconds is None):
+            raise GraphError("GlobalCheckpoints: give exactly one of every=EPOCHS or seconds=S")
+        if self.every is not None and self.every < 1:
+            raise GraphError(f"GlobalCheckpoints(every={self.every}): must be >= 1")
+        if self.seconds is not None and self.seconds <= 0:
+            raise GraphError(f"GlobalCheckpoints(seconds={self.seconds}): must be > 0")
+        if self.compact_every < 1:
+            raise GraphError(f"GlobalCheckpoints(compact_every={self.compact_every}): must be >= 1")

@@ -111,6 +111,10 @@ class Engine:
         self.topology = Topology.build({p: EPOCHS for p in pipeline.processors}, edges)
         self.report = RunReport()
         self._failed: set[str] = set()
+        #: Global checkpoints: the last committed barrier's epoch, and when the last
+        #: barrier was planned.
+        self._last_barrier = 0
+        self._barrier_time = 0.0
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
 
@@ -261,11 +265,13 @@ class Engine:
                 offsets = state.ledger.plan(epoch)
                 if offsets is None:
                     break
-                work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None)
+                work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self._barrier_due(epoch))
                 inflight.append((work, pool.submit(self.runner.compute, work)))
                 epoch += 1
                 planned += 1
             if not inflight:
+                if not self._failed:
+                    self._final_barrier()  # nothing new now: release what was read
                 done = self._failed or (max_epochs is not None and planned >= max_epochs)
                 now = time.monotonic()
                 idle_since = now if idle_since is None else idle_since
@@ -286,10 +292,42 @@ class Engine:
             self._commit(work)
             self._failed |= armed_failures(work.epoch)
             if self._failed and not inflight:  # failures take effect between epochs
+                if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
+                    self._failed = set(self.pipeline.processors)
                 failed = frozenset(self._failed)
                 self._failed = set()
                 rollback.recover_partial(state, failed, work.epoch)
                 epoch = min(state.frontier.values()) + 1
+                self._last_barrier = min(self._last_barrier, epoch - 1)
+
+    # -- global checkpoints ----------------------------------------------------------------
+
+    def _barrier_due(self, epoch: int) -> bool:
+        """Whether a global checkpoint's barrier follows ``epoch`` (planned now)."""
+        checkpoints = self.pipeline.checkpoints
+        if checkpoints is None:
+            return False
+        if checkpoints.every is not None:
+            due = epoch % checkpoints.every == 0
+        else:
+            due = time.monotonic() - self._barrier_time >= float(checkpoints.seconds or 0)
+        if due:
+            self._barrier_time = time.monotonic()
+        return due
+
+    def _final_barrier(self) -> None:
+        """With global checkpoints and nothing in flight: a barrier after the last
+        committed epoch unless one follows it already, so that everything read is
+        checkpointed, acknowledged and released (a clean stop, an idle service)."""
+        state = self.state
+        last = max(state.frontier.values(), default=0)
+        if self.pipeline.checkpoints is None or last <= self._last_barrier:
+            return
+        self._last_barrier = last
+        work = self.runner.snapshot(last)
+        self._collect(state.ledger.commit(last, work.batch, work.ran, barrier=True))
+        self._edges()
+        self.report.checkpoints.append(("*", last, "global"))
 
     # -- start and recovery -------------------------------------------------------------
 
@@ -336,6 +374,9 @@ class Engine:
         self._released: dict[str, int] = {}
         self._acknowledged: dict[str, int] = {}
         self._edges()
+        # After a recovery every processor stands at the last global checkpoint.
+        self._last_barrier = min(state.frontier.values(), default=0)
+        self._barrier_time = time.monotonic()
 
     # -- one epoch ------------------------------------------------------------------------
 
@@ -369,7 +410,9 @@ class Engine:
         state, epoch = self.state, work.epoch
         crash_point("epoch.computed")
         state.ledger.check_input(epoch, work.ran)  # input changed while it was read: not committed
-        self._collect(state.ledger.commit(epoch, work.batch, work.ran))
+        self._collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
+        if work.barrier:
+            self._last_barrier = epoch
         self._edges()
         for name in work.ran:
             state.frontier[name] = epoch

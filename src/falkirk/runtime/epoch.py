@@ -30,7 +30,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from falkirk.graph import FullHistory, GraphError, Processor
+from falkirk.graph import AtBarriers, FullHistory, GraphError, Processor
 from falkirk.operators import Step
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
@@ -82,6 +82,8 @@ class EpochWork:
     step_finished: dict[str, float] = field(default_factory=dict)
     #: Log and checkpoint writes under way; the epoch is computed once they are done.
     writes: list[Future[None]] = field(default_factory=list)
+    #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
+    barrier: bool = False
 
 
 class EpochRunner:
@@ -98,11 +100,14 @@ class EpochRunner:
 
     # -- main thread ----------------------------------------------------------------
 
-    def prepare(self, epoch: int, offsets: dict[str, Offsets], count: bool) -> EpochWork:
+    def prepare(self, epoch: int, offsets: dict[str, Offsets], count: bool, barrier: bool = False) -> EpochWork:
         """What the epoch's worker needs from the store (main thread); ``count``: count
-        the input records (reads the input once more: for progress displays only)."""
+        the input records (reads the input once more: for progress displays only);
+        ``barrier``: a global checkpoint's barrier follows the epoch."""
         state = self.state
-        work = EpochWork(epoch, offsets, time.perf_counter())
+        work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier)
+        if barrier:
+            crash_point("barrier.injected")  # the barrier is decided; no snapshot written yet
         if count:
             work.records = sum(
                 state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
@@ -196,11 +201,29 @@ class EpochRunner:
         if emitted is not None:
             crash_point("sink.written")
             work.batch.sink_commits.append((p.name, epoch, emitted))
-        if p.spec.keyed and p.policy.checkpoints_at(epoch, self.checkpoints[p.name]):
+        if p.spec.keyed and self._checkpoints_now(p, work):
             self._checkpoint(p, epoch, work)
         work.step_finished[p.name] = time.perf_counter()
         work.step_seconds[p.name] = work.step_finished[p.name] - started
         work.ran.append(p.name)
+
+    def _checkpoints_now(self, p: Processor, work: EpochWork) -> bool:
+        if isinstance(p.policy, AtBarriers):
+            return work.barrier
+        return p.policy.checkpoints_at(work.epoch, self.checkpoints[p.name])
+
+    def snapshot(self, epoch: int) -> EpochWork:
+        """A global checkpoint of the state after ``epoch``, which has committed and
+        was no barrier (a clean stop or an idle service): every keyed processor's
+        checkpoint, written now. Nothing may be in flight."""
+        work = EpochWork(epoch, {}, time.perf_counter(), barrier=True)
+        crash_point("barrier.injected")
+        for p in self.state.keyed:
+            self._checkpoint(p, epoch, work)
+        for write in work.writes:
+            write.result()
+        work.ran = [p.name for p in self.state.order]
+        return work
 
     def _keep(self, work: EpochWork, df: DataFrame) -> DataFrame:
         kept = df.persist()
@@ -215,7 +238,9 @@ class EpochRunner:
         base = p.policy.compacts(self.checkpoints[p.name])
         rows = self.state.operators[p.name].checkpoint(epoch, base)
         kind = "base" if base else "delta"
-        self._write_later(work, f"{p.name}/checkpoint e{epoch}", self._write_checkpoint, rows, p.name, epoch, kind, work.batch)
+        self._write_later(
+            work, f"{p.name}/checkpoint e{epoch}", self._write_checkpoint, rows, p.name, epoch, kind, work.batch, work.barrier
+        )
         self.checkpoints[p.name] += 1
         self.state.report.checkpoints.append((p.name, epoch, kind))
 
@@ -232,8 +257,10 @@ class EpochRunner:
         files = write_parquet(df, self.state.area("logs", key), f"e{epoch}", self.state.fs)
         batch.logs.append((key, epoch, files))
 
-    def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch) -> None:
+    def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch, barrier: bool) -> None:
         files = write_parquet(rows, self.state.area("checkpoints", name), f"e{epoch}-{kind}", self.state.fs)
+        if barrier:
+            crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
         batch.state.append((name, epoch, kind, files))
 
     def label(self, description: str) -> None:

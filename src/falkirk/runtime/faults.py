@@ -12,6 +12,9 @@ uploaded, not yet published: it does not count). At the edges (:data:`EDGE_POINT
 reached only by pipelines with acknowledged sources or transactional sinks):
 ``sink.release`` (an epoch is committed and released by the monitor; its sink output
 not yet made visible) and ``source.ack`` (input may be acknowledged; not yet done).
+With global checkpoints (:data:`BARRIER_POINTS`): ``barrier.injected`` (a barrier is
+decided, no snapshot written) and ``snapshot.written`` (a barrier snapshot is written,
+not yet committed).
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -39,6 +42,9 @@ POINTS = (
     "meta.uploaded",
 )
 EDGE_POINTS = ("sink.release", "source.ack")
+#: Reached only by pipelines with global checkpoints: a barrier decided before any
+#: snapshot is written, and a barrier snapshot written but not committed.
+BARRIER_POINTS = ("barrier.injected", "snapshot.written")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from falkirk.graph import Pipeline, Processor, Source
+from falkirk.graph import GraphError, Pipeline, Processor, Source
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.runtime import xi
@@ -116,12 +116,21 @@ class Ledger:
         """Ξ(p, ⊤) of a processor that did not fail after ``epoch``."""
         return xi.live(self.topology, p, epoch, self.kept_logs)
 
-    def commit(self, epoch: int, batch: CommitBatch, ran: Iterable[str]) -> list[StoredFile]:
+    def commit(self, epoch: int, batch: CommitBatch, ran: Iterable[str], *, barrier: bool = False) -> list[StoredFile]:
         """Commit a computed epoch: ``batch`` (its logs, checkpoints and sink files)
         with Ξ(p, ↓epoch) of every processor in ``ran`` that can roll back to it, and
         the records the previous commit let go. Returns the files those records named:
-        delete them now."""
+        delete them now. With global checkpoints, only a ``barrier`` epoch records Ξ,
+        of every processor at once: the global checkpoint."""
         records = [m for m in (self.record(self.pipeline.processors[n], epoch, batch) for n in ran) if m is not None]
+        if self.pipeline.checkpoints is not None:
+            if not barrier:
+                records = []
+            elif len(records) != len(self.pipeline.processors):
+                missing = sorted(set(self.pipeline.processors) - {m.processor for m in records})
+                raise GraphError(f"internal: the global checkpoint at epoch {epoch} lacks processors {missing}")
+            else:
+                logger.info("global checkpoint committed epoch=%d processors=%d", epoch, len(records))
         batch.checkpoints = [(m, []) for m in records]
         batch.forget, self.pending = self.pending, Forget()
         crash_point("commit.before")
