@@ -1,0 +1,119 @@
+"""Global barrier checkpoints against per-processor policies, side by side in one run.
+
+    .venv/bin/python bench/global_checkpoints.py --epochs 40 --rows 20000 --keys 100000 --runs 3
+
+A W2-shaped pipeline (seeded generator -> keyed aggregate -> Parquet table), one
+batch per epoch, in one Spark session. Configurations, interleaved in every round:
+``none`` (the aggregate persists nothing: the baseline), ``lazy5``
+(LazyCheckpoint(every=5)), ``eager`` (EagerCheckpoint), ``global1``, ``global5``,
+``global20`` (GlobalCheckpoints(every=K)). For each: the run's time (overhead against
+``none``), and after the aggregate fails once after epoch ``--fail-at`` (an in-process
+failure: its state is lost), the epochs and records processed again and the extra time
+the failure cost. Medians over ``--runs`` rounds; results in
+``bench/results/global_checkpoints.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from falkirk.graph import (
+    EagerCheckpoint,
+    GlobalCheckpoints,
+    LazyCheckpoint,
+    Pipeline,
+    Policy,
+    Stateless,
+)
+from falkirk.io import ParquetTableSink, keyed_generator
+from falkirk.runtime import Engine
+from falkirk.spark import spark_session
+
+CONFIGS: dict[str, tuple[Callable[[], Policy] | None, int | None]] = {
+    "none": (Stateless, None),
+    "lazy5": (lambda: LazyCheckpoint(every=5), None),
+    "eager": (EagerCheckpoint, None),
+    "global1": (None, 1),
+    "global5": (None, 5),
+    "global20": (None, 20),
+}
+
+
+def pipeline(config: str, work: Path, epochs: int, rows: int, keys: int) -> Pipeline:
+    policy, every = CONFIGS[config]
+    p = Pipeline("w2", checkpoints=GlobalCheckpoints(every=every) if every else None)
+    (
+        p.source("src", keyed_generator(batches=epochs, rows_per_batch=rows, keys=keys, seed=1))
+        .aggregate("agg", "key", {"n": ("count", None), "s": ("sum", "value")}, policy=policy() if policy else None)
+        .sink("out", ParquetTableSink(str(work / "out")))
+    )
+    return p
+
+
+def run(spark: Any, config: str, args: argparse.Namespace, fail_at: int | None) -> dict[str, float]:
+    work = Path(tempfile.mkdtemp(prefix=f"falkirk-gc-{config}-"))
+    failed: list[int] = []
+
+    def on_epoch(epoch: int, _: float, __: object) -> None:
+        if fail_at is not None and epoch == fail_at and not failed:
+            failed.append(epoch)
+            engine.fail("agg")
+
+    engine = Engine(pipeline(config, work, args.epochs, args.rows, args.keys), str(work / "state"), spark=spark, on_epoch=on_epoch)
+    started = time.perf_counter()
+    report = engine.run()
+    seconds = time.perf_counter() - started
+    replayed = len(report.epochs) - args.epochs  # epochs committed more than once
+    return {"seconds": seconds, "epochs_again": replayed, "records_again": replayed * args.rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--rows", type=int, default=20_000, help="rows per epoch")
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--fail-at", type=int, default=19, help="the aggregate fails after this epoch")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/global_checkpoints.csv"))
+    args = parser.parse_args()
+    spark = spark_session()
+    run(spark, "none", argparse.Namespace(**{**vars(args), "epochs": 3}), None)  # warm-up: JIT, caches
+    clean: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    failing: dict[str, list[dict[str, float]]] = {c: [] for c in CONFIGS}
+    for r in range(args.runs):
+        for config in CONFIGS:
+            clean[config].append(run(spark, config, args, None)["seconds"])
+            failing[config].append(run(spark, config, args, args.fail_at))
+            print(f"round {r + 1} {config}: {clean[config][-1]:.1f} s, with a failure {failing[config][-1]['seconds']:.1f} s", flush=True)
+    base = statistics.median(clean["none"])
+    rows = []
+    for config in CONFIGS:
+        t = statistics.median(clean[config])
+        with_failure = statistics.median(f["seconds"] for f in failing[config])
+        rows.append({
+            "config": config,
+            "seconds": round(t, 2),
+            "overhead_vs_none": round(t / base - 1, 3),
+            "epochs_again_after_failure": statistics.median(f["epochs_again"] for f in failing[config]),
+            "records_again_after_failure": statistics.median(f["records_again"] for f in failing[config]),
+            "failure_cost_seconds": round(with_failure - t, 2),
+        })
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{args.epochs} epochs of {args.rows} rows over {args.keys} keys, medians of {args.runs} rounds")
+    for row in rows:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+
+
+if __name__ == "__main__":
+    main()
