@@ -4,6 +4,7 @@ invisible until committed, gone when aborted; clear errors when PostgreSQL refus
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -105,3 +106,33 @@ def test_bad_configurations_are_named() -> None:
     with pytest.raises(SinkError, match="cannot connect"):
         s = PostgresSink("postgresql://postgres@127.0.0.1:1/postgres", "t", key=("k",))
         s.prepared()
+
+
+def test_upserts_under_global_checkpoints_between_barriers_are_refused(spark: SparkSession, tmp_path: Path) -> None:
+    """Adversarial review: the next epoch's upsert waited for locks that only a later
+    barrier could free, so the pipeline could never progress."""
+    from falkirk.graph import GlobalCheckpoints, GraphError, Pipeline
+    from falkirk.io import keyed_generator
+    from falkirk.runtime import Engine
+
+    p = Pipeline("g", checkpoints=GlobalCheckpoints(every=3))
+    (
+        p.source("src", keyed_generator(batches=2, rows_per_batch=5, keys=2))
+        .aggregate("agg", "key", {"n": ("count", None)})
+        .sink("out", PostgresSink("postgresql://nobody@127.0.0.1:1/none", "t", key=("key",)))
+    )
+    with pytest.raises(GraphError, match="releases epochs only at barriers"):
+        Engine(p, str(tmp_path / "state"), spark=spark).run()
+
+
+def test_two_pipelines_of_one_name_on_two_roots_never_share_a_transaction(spark: SparkSession, tmp_path: Path) -> None:
+    """Adversarial review: transactions were named after the pipeline's name only, so a
+    second pipeline of that name rolled back the first one's in-doubt epochs."""
+    from falkirk.graph import Pipeline
+    from falkirk.io import MemorySink, keyed_generator
+    from falkirk.runtime import Engine
+
+    p = Pipeline("same")
+    p.source("src", keyed_generator(batches=1, rows_per_batch=1, keys=1)).sink("out", MemorySink())
+    a, b = Engine(p, str(tmp_path / "a"), spark=spark), Engine(p, str(tmp_path / "b"), spark=spark)
+    assert a.identity != b.identity and a.identity.startswith("same.")

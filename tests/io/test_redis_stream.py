@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from falkirk.io import FileSource
 from falkirk.io import redis_streams as rs
-from falkirk.io.exceptions import InputChangedError
+from falkirk.io.exceptions import InputChangedError, SourceError
 from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
 from falkirk.services import RedisServer
 
@@ -117,3 +117,32 @@ def test_file_source_acknowledgement_deletes_or_archives_only_the_files_read(tmp
         assert sorted(p.name for p in (tmp_path / "done").iterdir()) == ["a.csv"]
     third = source.next_offsets(second)
     assert third is not None and [f[0] for f in third["files"]] == ["c.csv"]
+
+
+def test_a_deleted_or_rewound_group_stops_the_source_with_an_error(redis_server: RedisServer) -> None:
+    """Adversarial review: a group recreated by the source itself delivered the whole
+    stream again (every entry counted twice)."""
+    r, source, _ = fresh(redis_server, 6, max_entries=3)
+    first = source.next_offsets(None)
+    assert first is not None
+    r.xgroup_destroy(source.stream, "g")
+    with pytest.raises(SourceError, match="was deleted"):
+        source.next_offsets(first)
+    with pytest.raises(SourceError, match="was deleted"):
+        source.acknowledge([first])
+    r.xgroup_create(source.stream, "g", id="0")  # recreated by someone: delivers from the start
+    with pytest.raises(SourceError, match="moved back"):
+        source.next_offsets(first)
+
+
+def test_a_foreign_entry_in_the_dead_letter_stream_is_an_error_not_a_loss(spark: SparkSession, redis_server: RedisServer) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    dead = f"d-{uuid.uuid4().hex[:8]}:dead"
+    sink = RedisStreamSink(redis_server.url, dead)
+    schema = "id string, fields map<string,string>, reason string"
+    sink.write(spark.createDataFrame([("5-0", {}, "bad")], schema), 1)
+    r.xadd(dead, {"note": "someone else"}, id="9-0")
+    with pytest.raises(Exception, match="did not write"):
+        sink.write(spark.createDataFrame([("7-0", {}, "bad")], schema), 2)
+    sink.write(spark.createDataFrame([("5-0", {}, "bad")], schema), 1)  # a replay of epoch 1 is fine
+    assert [i for i, _ in r.xrange(dead)] == [b"5-0", b"9-0"]

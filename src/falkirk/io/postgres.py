@@ -82,6 +82,9 @@ class PostgresSink:
     not_null: bool = False
     lock_timeout: float = 120.0
     _prefix: str = field(default="", init=False, repr=False)
+    #: An upserted epoch's rows stay locked until released: the engine refuses
+    #: pipelines that release epochs only every few commits (global checkpoints).
+    needs_prompt_release: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.key = (self.key,) if isinstance(self.key, str) else tuple(self.key)
@@ -89,13 +92,14 @@ class PostgresSink:
             raise SinkError(f"PostgresSink({self.table!r}): mode must be one of {MODES}, got {self.mode!r}")
         if self.mode == "upsert" and not self.key:
             raise SinkError(f"PostgresSink({self.table!r}): upsert needs key=(column, ...); or use mode='append'")
+        self.needs_prompt_release = self.mode == "upsert"
         if not 1 <= len(self.table.split(".")) <= 2 or not all(self.table.split(".")):
             raise SinkError(f"PostgresSink: table must be 'name' or 'schema.name', got {self.table!r}")
 
     # -- the TransactionalSink protocol ---------------------------------------------------
 
     def bind(self, pipeline: str, processor: str) -> None:
-        self._prefix = f"falkirk:{pipeline}:{processor}:"
+        self._prefix = f"falkirk:{pipeline}:{processor}:"  # pipeline: its name and its storage root's
         if len(self._prefix) > 180:
             raise SinkError(f"PostgresSink({self.table!r}): pipeline and sink names are too long for a transaction id")
 
@@ -158,11 +162,11 @@ class PostgresSink:
 
     def commit_upto(self, epoch: int) -> None:
         """``COMMIT PREPARED`` every prepared epoch up to ``epoch``, in order."""
-        self._finish(lambda e: e <= epoch, "COMMIT PREPARED")
+        self._finish(lambda e: e <= epoch, "COMMIT PREPARED", vanished_ok=False)
 
     def abort_after(self, epoch: int) -> None:
         """``ROLLBACK PREPARED`` every prepared epoch after ``epoch``."""
-        self._finish(lambda e: e > epoch, "ROLLBACK PREPARED")
+        self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
 
     def prepared(self) -> list[int]:
         """The epochs of this sink prepared and not yet committed or rolled back."""
@@ -172,14 +176,20 @@ class PostgresSink:
 
     # -- details ---------------------------------------------------------------------
 
-    def _finish(self, chosen: Callable[[int], bool], verb: str) -> None:
+    def _finish(self, chosen: Callable[[int], bool], verb: str, *, vanished_ok: bool) -> None:
         psycopg = _psycopg()
         with _connect(psycopg, self.dsn, autocommit=True) as conn:
             for e in sorted(e for e in self._epochs(conn) if chosen(e)):
                 try:
                     conn.execute(psycopg.sql.SQL(verb + " {}").format(psycopg.sql.Literal(f"{self._prefix}{e}")))
-                except psycopg.errors.UndefinedObject:
-                    continue  # finished meanwhile (idempotent)
+                except psycopg.errors.UndefinedObject as exc:
+                    if vanished_ok:
+                        continue
+                    raise SinkError(
+                        f"PostgresSink({self.table!r}): epoch {e}'s prepared transaction {self._prefix}{e} "
+                        "vanished between listing and COMMIT PREPARED: something else finished it. Its rows "
+                        "may be lost; check the table, and never resolve Falkirk's prepared transactions by hand."
+                    ) from exc
 
     def _epochs(self, conn: Any) -> Iterable[int]:
         rows = conn.execute(
@@ -277,7 +287,8 @@ def _partition_writer(
                     f"prepared transaction that was not released within {lock_timeout:.0f} s. An upserted "
                     "epoch is released only when no rollback can retract it; give every processor above "
                     "the sink a policy that lets it roll back to each epoch (EagerCheckpoint or "
-                    "LogOutputs on the processor feeding the sink), or write in mode='append'."
+                    "LogOutputs on the processor feeding the sink; GlobalCheckpoints(every=1)), or "
+                    "write in mode='append'."
                 ) from exc
             except psycopg.errors.CardinalityViolation as exc:
                 conn.tpc_rollback()

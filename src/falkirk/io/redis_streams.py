@@ -92,20 +92,36 @@ class RedisStreamSource:
     def struct(self, spark: SparkSession) -> T.StructType:
         return SCHEMA
 
-    def _client(self) -> Any:
+    def _client(self, *, create: bool) -> Any:
+        """A connection; the group is created only before the first epoch (``create``)
+        and must exist afterwards: a group created again would deliver the whole
+        stream again."""
         r = _redis(self.url)
-        try:
-            r.xgroup_create(self.stream, self.group, id=self.start, mkstream=True)
-        except Exception as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise SourceError(f"RedisStreamSource({self.stream!r}) at {self.url}: cannot create group {self.group!r}: {exc}") from exc
+        if create:
+            try:
+                r.xgroup_create(self.stream, self.group, id=self.start, mkstream=True)
+            except Exception as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise SourceError(f"RedisStreamSource({self.stream!r}) at {self.url}: cannot create group {self.group!r}: {exc}") from exc
+        else:
+            try:
+                groups = {_text(g["name"]) for g in r.xinfo_groups(self.stream)}
+            except Exception:  # the stream itself is gone
+                groups = set()
+            if self.group not in groups:
+                raise SourceError(
+                    f"consumer group {self.group!r} of Redis stream {self.stream!r} was deleted after the "
+                    "pipeline started reading through it; its pending entries (the input of epochs not yet "
+                    "acknowledged) are lost with it. Start with a fresh storage root and a new group "
+                    "(start='$' to skip entries already processed), and delete the old output."
+                )
         return r
 
     # -- planning -------------------------------------------------------------------
 
     def next_offsets(self, previous: dict[str, Any] | None) -> dict[str, Any] | None:
         """Deliver the next entries after ``previous`` to the group; their id range."""
-        r = self._client()
+        r = self._client(create=previous is None)
         after = previous["last"] if previous else "0-0"
         pending = r.xpending_range(self.stream, self.group, min=f"({after}", max="+", count=self.max_entries)
         ids = [_text(p["message_id"]) for p in pending]
@@ -115,6 +131,12 @@ class RedisStreamSource:
                 ids += [_text(i) for i, _ in entries]
         if not ids:
             return None
+        if previous is not None and parse_id(ids[0]) <= parse_id(after):
+            raise SourceError(
+                f"consumer group {self.group!r} of Redis stream {self.stream!r} delivered entry {ids[0]}, "
+                f"at or before {after}, the last one the pipeline read: the group's position was moved "
+                "back (XGROUP SETID or a recreated group). The group must be this pipeline's alone."
+            )
         return {"first": ids[0], "last": ids[-1], "count": len(ids)}
 
     def count_records(self, offsets: dict[str, Any]) -> int:
@@ -152,7 +174,7 @@ class RedisStreamSource:
         below the last one. Idempotent."""
         if not offsets:
             return
-        r = _redis(self.url)
+        r = self._client(create=False)
         for o in offsets:
             low = o["first"]
             while True:
@@ -243,7 +265,15 @@ def _dead_writer(url: str, stream: str) -> Callable[[Iterator[Row]], None]:
         pipe = r.pipeline(transaction=False)
         for row in rows:
             if parse_id(row["id"]) <= top:
-                continue  # written by an earlier attempt of this epoch
+                mine = r.xrange(stream, row["id"], row["id"])
+                if mine and _text(mine[0][1].get(b"id", b"")) == row["id"]:
+                    continue  # written by an earlier attempt of this epoch
+                raise SinkError(
+                    f"dead-letter stream {stream!r} has entries after {row['id']} that Falkirk did not "
+                    "write, so this entry cannot be written under its own id (what makes dead letters "
+                    "exactly once). The stream must be this pipeline's alone: remove the other "
+                    "entries (XDEL) or write them elsewhere, then start the pipeline again."
+                )
             fields = {**(row["fields"] or {}), "id": row["id"], "reason": row["reason"]}
             pipe.xadd(stream, fields, id=row["id"])
             if len(pipe) >= 1000:

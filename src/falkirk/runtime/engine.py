@@ -28,6 +28,7 @@ from the earliest frontier (:mod:`falkirk.runtime.rollback`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import deque
@@ -92,6 +93,9 @@ class Engine:
         self.pipeline = pipeline
         self.spark = spark or spark_session()
         self.fs, self.root = filesystem_for(storage, self.spark)
+        #: The pipeline's name and its storage root's: what names its external
+        #: transactions (two pipelines of one name on different roots never share one).
+        self.identity = f"{pipeline.name}.{hashlib.sha256(self.root.encode()).hexdigest()[:12]}"
         self.published: PublishedMetadata | None = None
         if is_uri(self.root):
             self.meta_dir = Path(metadata_dir or default_metadata_dir(self.root)).absolute()
@@ -340,8 +344,17 @@ class Engine:
             return self._operators
         operators: dict[str, Operator] = {}
         schemas: dict[tuple[str, str], StructType] = {}
+        checkpoints = self.pipeline.checkpoints
         for p in self.pipeline.processors.values():
-            operator = operator_for(p, self.spark, self.pipeline.name)
+            writer = getattr(p.spec, "writer", None)
+            if checkpoints is not None and checkpoints.every != 1 and getattr(writer, "needs_prompt_release", False):
+                raise GraphError(
+                    f"sink {p.name!r} holds each epoch's rows locked until the epoch is released, and "
+                    f"{checkpoints} releases epochs only at barriers: the next epoch would wait for "
+                    "locks no barrier can free. Use GlobalCheckpoints(every=1), per-processor "
+                    "policies, or the sink's append mode."
+                )
+            operator = operator_for(p, self.spark, self.identity)
             try:
                 outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs])
             except GraphError as exc:
