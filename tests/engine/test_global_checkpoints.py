@@ -200,10 +200,23 @@ def test_alignment_holds_fast_input_back_and_drops_nothing(spark: SparkSession, 
     assert sorted(got.itertuples(index=False, name=None)) == sorted(want.itertuples(index=False, name=None)) == sorted(plain)
 
 
-def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GlobalCheckpoints(seconds=S): a barrier after the first epoch planned S seconds
-    after the previous one (here: every epoch), and nothing else is checkpointed."""
-    p = Pipeline("timed", checkpoints=GlobalCheckpoints(seconds=0.001, compact_every=100))
+    after the previous barrier's, and nothing else is checkpointed. The engine's clock
+    is replaced by one that moves 1 s per reading and stands still on request."""
+    import types
+
+    import falkirk.runtime.engine as engine_module
+
+    clock = {"now": 0.0, "step": 1.0}
+
+    def monotonic() -> float:
+        clock["now"] += clock["step"]
+        return clock["now"]
+
+    fake = types.SimpleNamespace(monotonic=monotonic, perf_counter=time.perf_counter, sleep=time.sleep)
+    monkeypatch.setattr(engine_module, "time", fake)
+    p = Pipeline("timed", checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
     (
         p.source("src", keyed_generator(batches=3, rows_per_batch=20, keys=4, seed=2))
         .aggregate("agg", "key", {"n": ("count", None)})
@@ -212,3 +225,14 @@ def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path) -> Non
     engine = Engine(p, str(tmp_path / "state"), spark=spark)
     engine.run()
     assert [(e, kind) for name, e, kind in engine.report.checkpoints if name == "agg"] == [(1, "base"), (2, "delta"), (3, "delta")]
+
+    clock["step"] = 0.0  # time stands still: no barrier is ever due; the clean stop takes one
+    p2 = Pipeline("still", checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
+    (
+        p2.source("src", keyed_generator(batches=3, rows_per_batch=20, keys=4, seed=2))
+        .aggregate("agg", "key", {"n": ("count", None)})
+        .sink("out", MemorySink())
+    )
+    engine = Engine(p2, str(tmp_path / "state2"), spark=spark)
+    engine.run()
+    assert [(e, kind) for name, e, kind in engine.report.checkpoints if name == "agg"] == [(3, "base")]
