@@ -216,23 +216,18 @@ def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path, monkey
 
     fake = types.SimpleNamespace(monotonic=monotonic, perf_counter=time.perf_counter, sleep=time.sleep)
     monkeypatch.setattr(engine_module, "time", fake)
-    p = Pipeline("timed", checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
-    (
-        p.source("src", keyed_generator(batches=3, rows_per_batch=20, keys=4, seed=2))
-        .aggregate("agg", "key", {"n": ("count", None)})
-        .sink("out", MemorySink())
-    )
-    engine = Engine(p, str(tmp_path / "state"), spark=spark)
-    engine.run()
-    assert [(e, kind) for name, e, kind in engine.report.checkpoints if name == "agg"] == [(1, "base"), (2, "delta"), (3, "delta")]
+    def checkpoints_of_agg(name: str) -> list[tuple[int, str]]:
+        p = Pipeline(name, checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
+        (
+            p.source("src", keyed_generator(batches=3, rows_per_batch=20, keys=4, seed=2))
+            .aggregate("agg", "key", {"n": ("count", None)})
+            .sink("out", MemorySink())
+        )
+        engine = Engine(p, str(tmp_path / name), spark=spark)
+        engine.run()
+        return [(e, kind) for processor, e, kind in engine.report.checkpoints if processor == "agg"]
+
+    assert checkpoints_of_agg("timed") == [(1, "base"), (2, "delta"), (3, "delta")]
 
     clock["step"] = 0.0  # time stands still: no barrier is ever due; the clean stop takes one
-    p2 = Pipeline("still", checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
-    (
-        p2.source("src", keyed_generator(batches=3, rows_per_batch=20, keys=4, seed=2))
-        .aggregate("agg", "key", {"n": ("count", None)})
-        .sink("out", MemorySink())
-    )
-    engine = Engine(p2, str(tmp_path / "state2"), spark=spark)
-    engine.run()
-    assert [(e, kind) for name, e, kind in engine.report.checkpoints if name == "agg"] == [(3, "base")]
+    assert checkpoints_of_agg("still") == [(3, "base")]

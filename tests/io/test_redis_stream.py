@@ -78,10 +78,14 @@ def test_trimming_unacknowledged_input_is_named(redis_server: RedisServer) -> No
         source.check(offsets)
 
 
-def test_dead_letters_are_written_once_under_their_ids(spark: SparkSession, redis_server: RedisServer) -> None:
-    r = redis.Redis.from_url(redis_server.url)
+def dead_letters(server: RedisServer) -> tuple[redis.Redis, str, RedisStreamSink]:
+    """A client, a fresh dead-letter stream's name, and a sink writing to it."""
     dead = f"d-{uuid.uuid4().hex[:8]}:dead"
-    sink = RedisStreamSink(redis_server.url, dead)
+    return redis.Redis.from_url(server.url), dead, RedisStreamSink(server.url, dead)
+
+
+def test_dead_letters_are_written_once_under_their_ids(spark: SparkSession, redis_server: RedisServer) -> None:
+    r, dead, sink = dead_letters(redis_server)
     df = spark.createDataFrame(
         [("10-1", {"a": "x"}, "bad a"), ("9-5", {"b": "y"}, "bad b"), ("10-0", {}, "empty")],
         "id string, fields map<string,string>, reason string",
@@ -136,9 +140,7 @@ def test_a_deleted_or_rewound_group_stops_the_source_with_an_error(redis_server:
 
 
 def test_a_foreign_entry_in_the_dead_letter_stream_is_an_error_not_a_loss(spark: SparkSession, redis_server: RedisServer) -> None:
-    r = redis.Redis.from_url(redis_server.url)
-    dead = f"d-{uuid.uuid4().hex[:8]}:dead"
-    sink = RedisStreamSink(redis_server.url, dead)
+    r, dead, sink = dead_letters(redis_server)
     schema = "id string, fields map<string,string>, reason string"
     sink.write(spark.createDataFrame([("5-0", {}, "bad")], schema), 1)
     r.xadd(dead, {"note": "someone else"}, id="9-0")

@@ -317,6 +317,15 @@ class Pipeline:
         if not any(p.spec.source for p in self.processors.values()):
             raise GraphError(f"pipeline {self.name!r} has no source; add one with Pipeline.source")
         for p in self.processors.values():
+            writer = getattr(p.spec, "writer", None)
+            every = self.checkpoints.every if self.checkpoints is not None else 1
+            if every != 1 and getattr(writer, "needs_prompt_release", False):
+                raise GraphError(
+                    f"sink {p.name!r} holds each epoch's rows locked until the epoch is released, and "
+                    f"{self.checkpoints} releases epochs only at barriers: the next epoch would wait for "
+                    "locks no barrier can free. Use GlobalCheckpoints(every=1), per-processor "
+                    "policies, or the sink's append mode."
+                )
             for port in p.ports:
                 if not self.consumers(p.name, port):
                     raise GraphError(

@@ -77,7 +77,7 @@ class ParquetTableSink:
         if self.visibility == "committed":
             return self.write(df, epoch)
         fs, root = filesystem_for(self.path, df.sparkSession)
-        self._write(df, epoch, fs, fs.join(root, PENDING))
+        self._write(df, epoch, fs, root, fs.join(root, PENDING))
         return []  # the file moves on release: its sidecar checksum vouches for it (verify_table)
 
     def commit_upto(self, epoch: int) -> None:
@@ -136,10 +136,11 @@ class ParquetTableSink:
         """Write one epoch into the table (replacing an earlier attempt of the same
         epoch)."""
         fs, root = filesystem_for(self.path, df.sparkSession)
-        return self._write(df, epoch, fs, root)
+        return self._write(df, epoch, fs, root, root)
 
-    def _write(self, df: DataFrame, epoch: int, fs: FileSystem, directory: str) -> list[StoredFile]:
-        root = filesystem_for(self.path, df.sparkSession)[1]
+    def _write(self, df: DataFrame, epoch: int, fs: FileSystem, root: str, directory: str) -> list[StoredFile]:
+        """Stage the epoch under ``root`` and move it into ``directory`` (the table, or
+        its pending folder)."""
         staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
         parts = fs.make_durable(part_files(fs, staging))

@@ -344,16 +344,7 @@ class Engine:
             return self._operators
         operators: dict[str, Operator] = {}
         schemas: dict[tuple[str, str], StructType] = {}
-        checkpoints = self.pipeline.checkpoints
         for p in self.pipeline.processors.values():
-            writer = getattr(p.spec, "writer", None)
-            if checkpoints is not None and checkpoints.every != 1 and getattr(writer, "needs_prompt_release", False):
-                raise GraphError(
-                    f"sink {p.name!r} holds each epoch's rows locked until the epoch is released, and "
-                    f"{checkpoints} releases epochs only at barriers: the next epoch would wait for "
-                    "locks no barrier can free. Use GlobalCheckpoints(every=1), per-processor "
-                    "policies, or the sink's append mode."
-                )
             operator = operator_for(p, self.spark, self.identity)
             try:
                 outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs])
