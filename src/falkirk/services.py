@@ -172,16 +172,33 @@ class PostgresServer(_Server):
         )
         if init.returncode != 0:
             raise ServiceError(f"initdb failed: {init.stderr.decode(errors='replace')[-1500:]}")
+        self._launch(bin_dir, prefix, data, self.log)
+
+    def _launch(self, bin_dir: Path, prefix: list[str], data: Path, log_path: Path) -> None:
         args = [*prefix, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.dir),
                 "-c", "listen_addresses=127.0.0.1", "-c", f"max_prepared_transactions={self.prepared}",
                 "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off"]
-        with open(self.log, "wb") as log:
+        with open(log_path, "wb") as log:
             if prefix:
-                shutil.chown(self.log, user="postgres", group="postgres")
+                shutil.chown(log_path, user="postgres", group="postgres")
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        _wait_for_port(self.port, self.proc, "postgres", self.log)
+        _wait_for_port(self.port, self.proc, "postgres", log_path)
         deadline = time.monotonic() + 30
         while subprocess.run([str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True).returncode != 0:
             if time.monotonic() > deadline:
-                raise ServiceError(f"postgres did not accept connections: {_tail(self.log)}")
+                raise ServiceError(f"postgres did not accept connections: {_tail(log_path)}")
             time.sleep(0.1)
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Stop the server the fast way (clients are disconnected; prepared
+        transactions survive), wait ``down_seconds``, and start it again on the same
+        data and port: what a PostgreSQL restart or fail-over looks like to clients."""
+        bin_dir = postgres_bin()
+        if bin_dir is None or self.proc is None:
+            raise ServiceError("restart() of a PostgresServer that was never started")
+        data = self.dir / "data"
+        postmaster = int((data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGINT)
+        self.proc.wait(timeout=30)
+        time.sleep(down_seconds)
+        self._launch(bin_dir, self._as_postgres()[0], data, self.dir / "server-restarted.log")

@@ -51,6 +51,10 @@ class Case:
                 fields["user_id"] = ""
             elif bad < 0.065:
                 fields["user_id"] = b"\xff\xfe"
+            elif bad < 0.075:  # a valid entry with an undecodable field it does not need
+                fields["note"] = b"\xfe\xff caf\xc3\xa9"
+            if bad < 0.01:  # invalid, with fields named like the dead letter's own
+                fields["reason"], fields["id"] = "mine", "not-an-id"
             fields["seq"] = str(i)
             self.r.xadd(self.stream, fields)
 
@@ -86,7 +90,11 @@ class Case:
         assert left == [], f"prepared transactions left: {left}"
         dead = [(i.decode(), f) for i, f in self.r.xrange(f"{self.stream}:dead")]
         assert [i for i, _ in dead] == sorted(want.dead["id"], key=lambda s: tuple(map(int, s.split("-"))))
-        assert all(f[b"id"].decode() == i and f[b"reason"] for i, f in dead)
+        originals = {i.decode(): f for i, f in self.r.xrange(self.stream)}
+        for i, f in dead:  # every original field kept, byte for byte, none overwritten
+            kept = {(b"original." + k if k in (b"id", b"reason") else k): v for k, v in originals[i].items()}
+            assert {k: v for k, v in f.items() if k not in (b"id", b"reason")} == kept
+            assert f[b"id"].decode() == i and f[b"reason"]
         assert self.r.xpending(self.stream, self.group)["pending"] == 0
 
 
@@ -125,3 +133,30 @@ def test_repeated_kills_at_random_moments_while_entries_arrive(redis_server: Red
     feeder.join()
     assert finish(case.start()) == 0
     case.check()
+
+
+def test_a_postgres_restart_mid_run_is_ridden_out_without_stopping(redis_server: RedisServer, tmp_path: Path) -> None:
+    """PostgreSQL stopped (fast shutdown: connections cut, prepared transactions kept)
+    for a few seconds while entries arrive and epochs are written: the example retries,
+    never stops, and ends with exactly the plain computation's totals."""
+    with PostgresServer() as pg:
+        case = Case(redis_server, pg, tmp_path)
+        case.add(60)
+        feeder = case.feed_in_background(batches=24, size=15, every=0.5)
+        proc = case.start()
+        deadline = time.monotonic() + 120
+        while not _committed_rows(case) and time.monotonic() < deadline:  # the example is writing
+            time.sleep(0.2)
+        assert _committed_rows(case), "the example wrote nothing within two minutes"
+        pg.restart(down_seconds=3)
+        feeder.join()
+        assert finish(proc) == 0
+        case.check()
+
+
+def _committed_rows(case: Case) -> int:
+    try:
+        with psycopg.connect(case.dsn, autocommit=True) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {case.table}").fetchone()[0])  # type: ignore[index]
+    except psycopg.errors.UndefinedTable:
+        return 0

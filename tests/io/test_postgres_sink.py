@@ -3,6 +3,8 @@ invisible until committed, gone when aborted; clear errors when PostgreSQL refus
 
 from __future__ import annotations
 
+import time
+
 import uuid
 from pathlib import Path
 from typing import Any
@@ -103,9 +105,11 @@ def test_bad_configurations_are_named() -> None:
         PostgresSink("dsn", "t")
     with pytest.raises(SinkError, match="mode must be"):
         PostgresSink("dsn", "t", key=("k",), mode="merge")
-    with pytest.raises(SinkError, match="cannot connect"):
-        s = PostgresSink("postgresql://postgres@127.0.0.1:1/postgres", "t", key=("k",))
+    s = PostgresSink("postgresql://postgres@127.0.0.1:1/postgres", "t", key=("k",), retry_seconds=1)
+    started = time.monotonic()
+    with pytest.raises(SinkError, match="kept failing for 1 s.*Connection refused"):
         s.prepared()
+    assert time.monotonic() - started >= 0.5  # retried with backoff, then gave up
 
 
 def test_upserts_under_global_checkpoints_between_barriers_are_refused(spark: SparkSession, tmp_path: Path) -> None:

@@ -50,10 +50,12 @@ def test_a_replay_reads_exactly_the_planned_entries_across_tasks(spark: SparkSes
         got = source.read(spark, offsets).collect()
         assert [row["id"] for row in got] == ids[:30]
         assert got[3]["fields"] == {"user_id": "u0", "amount": "3"} and got[3]["undecodable"] == []
+        assert got[3]["raw"] is None  # exact bytes only where decoding lost them
     rest = source.next_offsets(offsets)
     assert rest is not None
     bad = source.read(spark, rest).collect()[-1]
     assert bad["undecodable"] == ["user_id"] and bad["fields"]["amount"] == "1"
+    assert sorted((bytes(k), bytes(v)) for k, v in bad["raw"]) == [(b"amount", b"1"), (b"user_id", b"\xff")]
 
 
 def test_acknowledge_xacks_idempotently_and_trims_when_asked(redis_server: RedisServer) -> None:
@@ -99,6 +101,28 @@ def test_dead_letters_are_written_once_under_their_ids(spark: SparkSession, redi
         ("10-0", {"id": "10-0", "reason": "empty"}),
         ("10-1", {"a": "x", "id": "10-1", "reason": "bad a"}),
     ]
+
+
+def test_dead_letters_keep_every_original_field_byte_for_byte(spark: SparkSession, redis_server: RedisServer) -> None:
+    """Exact bytes from ``raw`` (non-UTF-8 names and values), and fields named like the
+    dead letter's own (``id``, ``reason``, ``original.*``) kept under ``original.``."""
+    r, dead, sink = dead_letters(redis_server)
+    raw_type = "array<struct<name:binary,value:binary>>"
+    df = spark.createDataFrame(
+        [
+            ("5-0", {"a\ufffd": "\ufffd"}, "not UTF-8", [(b"a\xff", b"\xfe"), (b"reason", b"r")]),
+            ("6-0", {"id": "x", "reason": "y", "original.id": "z", "k": "v"}, "bad", None),
+        ],
+        f"id string, fields map<string,string>, reason string, raw {raw_type}",
+    )
+    sink.prepare(df.limit(0))
+    sink.write(df, 1)
+    got = {i.decode(): f for i, f in r.xrange(dead)}
+    assert got["5-0"] == {b"a\xff": b"\xfe", b"original.reason": b"r", b"id": b"5-0", b"reason": b"not UTF-8"}
+    assert got["6-0"] == {
+        b"original.id": b"x", b"original.reason": b"y", b"original.original.id": b"z", b"k": b"v",
+        b"id": b"6-0", b"reason": b"bad",
+    }
 
 
 @pytest.mark.parametrize("mode", ["delete", "move"])

@@ -2,9 +2,17 @@
 
 Entries of a Redis stream carry ``user_id`` (a non-empty string) and ``amount`` (an
 integer, possibly negative, written as plain decimal digits with an optional leading
-``-``); other fields are ignored. Per user the PostgreSQL table keeps the sum of the
-valid amounts and the number of valid entries; every invalid entry goes to the
-dead-letter stream ``<stream>:dead`` with its fields, its ``id`` and a ``reason``.
+``-``); other fields are ignored (whatever their bytes). Per user the PostgreSQL
+table keeps the sum of the valid amounts and the number of valid entries; every
+invalid entry (including one whose ``user_id`` or ``amount`` is not UTF-8) goes to
+the dead-letter stream ``<stream>:dead`` with its fields (their exact bytes), its
+``id`` and a ``reason`` (an original field named ``id`` or ``reason`` is kept as
+``original.id`` / ``original.reason``).
+
+A user's total is a 64-bit integer (``bigint``), as the table's contract says. If a
+user's valid amounts ever sum beyond that range, the pipeline stops with an error
+naming the overflow (Spark's ANSI arithmetic) rather than writing a wrapped total;
+nothing is committed for that epoch, and the entries stay pending in the group.
 
 The dataflow and its policies, and why::
 
@@ -44,8 +52,9 @@ def check(df: DataFrame) -> DataFrame:
     ``user_id`` and ``amount`` (bigint)."""
     user, amount = F.col("fields")["user_id"], F.col("fields")["amount"]
     parsed = F.expr("try_cast(fields['amount'] AS BIGINT)")
+    undecodable = F.array_intersect("undecodable", F.array(F.lit("user_id"), F.lit("amount")))
     reason = (
-        F.when(F.size("undecodable") > 0, F.concat(F.lit("not UTF-8: "), F.array_join("undecodable", ", ")))
+        F.when(F.size(undecodable) > 0, F.concat(F.lit("not UTF-8: "), F.array_join(F.array_sort(undecodable), ", ")))
         .when(user.isNull(), F.lit("missing user_id"))
         .when(user == "", F.lit("empty user_id"))
         .when(amount.isNull(), F.lit("missing amount"))
@@ -53,7 +62,7 @@ def check(df: DataFrame) -> DataFrame:
         .when(~amount.rlike(_INTEGER), F.lit("amount is not an integer"))
         .when(parsed.isNull(), F.lit("amount is out of range (64-bit integers)"))
     )
-    return df.select("id", "fields", user.alias("user_id"), parsed.alias("amount"), reason.alias("reason"))
+    return df.select("id", "fields", "raw", user.alias("user_id"), parsed.alias("amount"), reason.alias("reason"))
 
 
 def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str) -> Pipeline:
@@ -64,7 +73,7 @@ def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str
         .aggregate("totals", "user_id", {"total": ("sum", "amount"), "events": ("count", None)}, policy=EagerCheckpoint())
         .sink("table", PostgresSink(dsn, table, key=("user_id",), not_null=True))
     )
-    rejected.map("dead_rows", lambda df: df.select("id", "fields", "reason")).sink("dead", RedisStreamSink(redis_url, f"{stream}:dead"))
+    rejected.map("dead_rows", lambda df: df.select("id", "fields", "raw", "reason")).sink("dead", RedisStreamSink(redis_url, f"{stream}:dead"))
     return p
 
 

@@ -20,6 +20,14 @@ releasable at each commit (every processor above it checkpointed eagerly or logg
 its output, or stateless), or the next epoch fails after ``lock_timeout`` seconds
 with an error that says so. Append mode never waits.
 
+A lost connection (a PostgreSQL restart or fail-over, a network blip) is retried
+with backoff for ``retry_seconds`` (default 60) before the pipeline stops with an
+error: an epoch's write starts its transaction again (the server rolled back the
+unprepared one; one already prepared is found by its id and kept), and committing
+or rolling back prepared epochs lists them again. Prepared transactions survive a
+server restart, so no released epoch is lost and none is written twice. The
+writing task holds the epoch's rows in memory to be able to write them again.
+
 The PostgreSQL server must allow prepared transactions: ``max_prepared_transactions``
 > 0 (it is 0 by default); the sink says so at start otherwise. The Spark executors
 need ``psycopg`` installed (``pip install 'falkirk[services]'``).
@@ -27,9 +35,10 @@ need ``psycopg`` installed (``pip install 'falkirk[services]'``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
@@ -56,6 +65,7 @@ _PG_TYPES: dict[type[T.DataType], str] = {
 }
 #: Rows per INSERT statement (one array per column).
 BATCH = 5000
+_T = TypeVar("_T")
 
 
 def _psycopg() -> Any:
@@ -72,7 +82,8 @@ class PostgresSink:
     ``schema.name``) at ``dsn``, in ``mode`` ``"upsert"`` (by ``key``) or
     ``"append"``; ``epoch_column`` (if set) adds the epoch as a ``bigint`` column.
     ``not_null``: create every column ``NOT NULL`` (key columns always are).
-    See the module docstring for the guarantees."""
+    ``retry_seconds``: how long a lost connection is retried before the pipeline
+    stops with an error. See the module docstring for the guarantees."""
 
     dsn: str
     table: str
@@ -81,6 +92,7 @@ class PostgresSink:
     epoch_column: str | None = "epoch"
     not_null: bool = False
     lock_timeout: float = 120.0
+    retry_seconds: float = 60.0
     _prefix: str = field(default="", init=False, repr=False)
     #: An upserted epoch's rows stay locked until released: the engine refuses
     #: pipelines that release epochs only every few commits (global checkpoints).
@@ -113,7 +125,7 @@ class PostgresSink:
         if missing:
             raise SinkError(f"PostgresSink({self.table!r}): key columns {missing} are not in the input {schema.fieldNames()}")
         sql = psycopg.sql
-        with _connect(psycopg, self.dsn, autocommit=True) as conn:
+        with _connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds) as conn:
             allowed = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if allowed <= 0:
                 raise SinkError(
@@ -155,7 +167,8 @@ class PostgresSink:
         psycopg = _psycopg()
         statement = self._insert(psycopg, stamped.schema).as_string(None)
         write = _partition_writer(
-            self.dsn, f"{self._prefix}{epoch}", statement, len(stamped.columns), self.lock_timeout, self.table, epoch
+            self.dsn, f"{self._prefix}{epoch}", statement, len(stamped.columns), self.lock_timeout, self.table, epoch,
+            self.retry_seconds,
         )
         stamped.coalesce(1).foreachPartition(write)
         return []
@@ -171,14 +184,28 @@ class PostgresSink:
     def prepared(self) -> list[int]:
         """The epochs of this sink prepared and not yet committed or rolled back."""
         psycopg = _psycopg()
-        with _connect(psycopg, self.dsn, autocommit=True) as conn:
-            return sorted(self._epochs(conn))
+
+        def listed() -> list[int]:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+                return sorted(self._epochs(conn))
+
+        return _retrying(psycopg, listed, self.retry_seconds, f"PostgresSink({self.table!r}): listing prepared epochs")
 
     # -- details ---------------------------------------------------------------------
 
     def _finish(self, chosen: Callable[[int], bool], verb: str, *, vanished_ok: bool) -> None:
+        """``verb`` every prepared epoch ``chosen`` picks; after a lost connection,
+        listed again (an epoch finished before the loss is no longer prepared)."""
         psycopg = _psycopg()
-        with _connect(psycopg, self.dsn, autocommit=True) as conn:
+        _retrying(
+            psycopg,
+            lambda: self._finish_once(psycopg, chosen, verb, vanished_ok=vanished_ok),
+            self.retry_seconds,
+            f"PostgresSink({self.table!r}): {verb}",
+        )
+
+    def _finish_once(self, psycopg: Any, chosen: Callable[[int], bool], verb: str, *, vanished_ok: bool) -> None:
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
             for e in sorted(e for e in self._epochs(conn) if chosen(e)):
                 try:
                     conn.execute(psycopg.sql.SQL(verb + " {}").format(psycopg.sql.Literal(f"{self._prefix}{e}")))
@@ -247,22 +274,50 @@ def _where(dsn: str) -> str:
     return dsn.split("@")[-1] if "@" in dsn else dsn
 
 
-def _connect(psycopg: Any, dsn: str, autocommit: bool) -> Any:
-    try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
-    except psycopg.OperationalError as exc:
-        raise SinkError(f"cannot connect to PostgreSQL at {_where(dsn)}: {exc}".strip()) from exc
+def _retrying(psycopg: Any, attempt: Callable[[], _T], retry_seconds: float, what: str) -> _T:
+    """``attempt()``, run again with backoff while it fails with a lost or refused
+    connection (``OperationalError``), for at most ``retry_seconds``. Every attempt
+    must be safe to repeat after a connection lost at any point."""
+    deadline = time.monotonic() + retry_seconds
+    pause = 0.1
+    while True:
+        try:
+            return attempt()
+        except psycopg.OperationalError as exc:
+            if time.monotonic() + pause > deadline:
+                raise SinkError(
+                    f"{what}: PostgreSQL kept failing for {retry_seconds:.0f} s (a larger retry_seconds= "
+                    f"waits longer for it to come back): {exc}".strip()
+                ) from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def _connect(psycopg: Any, dsn: str, autocommit: bool, retry_seconds: float = 0.0) -> Any:
+    """A connection, retried for ``retry_seconds`` while the server refuses it."""
+    return _retrying(
+        psycopg,
+        lambda: psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10),
+        retry_seconds,
+        f"cannot connect to PostgreSQL at {_where(dsn)}",
+    )
 
 
 def _partition_writer(
-    dsn: str, gid: str, statement: str, width: int, lock_timeout: float, table: str, epoch: int
+    dsn: str, gid: str, statement: str, width: int, lock_timeout: float, table: str, epoch: int, retry_seconds: float
 ) -> Callable[[Iterator[Row]], None]:
     """The function a Spark task runs: the epoch's rows in one transaction, prepared
-    as ``gid`` (nothing if ``gid`` is prepared already: a retried task)."""
+    as ``gid`` (nothing if ``gid`` is prepared already: a retried task, or a
+    connection lost after the server prepared it). A connection lost before the
+    prepare loses the unprepared transaction on the server, so it is written again."""
 
     def write(rows: Iterator[Row]) -> None:
         import psycopg
 
+        held = [tuple(row) for row in rows]
+        _retrying(psycopg, lambda: _write_prepared(psycopg, held), retry_seconds, f"PostgresSink({table!r}) epoch {epoch}")
+
+    def _write_prepared(psycopg: Any, held: list[tuple[Any, ...]]) -> None:
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
         try:
             if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()", (gid,)).fetchone():
@@ -271,14 +326,8 @@ def _partition_writer(
             conn.tpc_begin(gid)
             conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
             try:
-                batch: list[tuple[Any, ...]] = []
-                for row in rows:
-                    batch.append(tuple(row))
-                    if len(batch) >= BATCH:
-                        _insert(conn, statement, batch, width)
-                        batch = []
-                if batch:
-                    _insert(conn, statement, batch, width)
+                for start in range(0, len(held), BATCH):
+                    _insert(conn, statement, held[start : start + BATCH], width)
                 conn.tpc_prepare()
             except psycopg.errors.LockNotAvailable as exc:
                 conn.tpc_rollback()

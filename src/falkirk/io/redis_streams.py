@@ -11,15 +11,19 @@ Entries stay pending in the group until no recovery can read them again; then
 the engine acknowledges them (``XACK``) and, with ``trim=True``, removes them from
 the stream (``XTRIM MINID``).
 
-Rows: ``id`` (the entry id), ``fields`` (a map of field to value) and
-``undecodable`` (names of fields whose name or value is not UTF-8; such text is
-decoded with U+FFFD in its place, so a validation step can reject the entry).
+Rows: ``id`` (the entry id), ``fields`` (a map of field to value), ``undecodable``
+(names of fields whose name or value is not UTF-8; such text is decoded with U+FFFD
+in its place, so a validation step can reject the entry) and ``raw`` (only for
+entries with undecodable fields, else null: every field's exact bytes, as
+``(name, value)`` pairs, so that a dead letter can keep them).
 
-:class:`RedisStreamSink` appends rows ``id, fields, reason`` to a stream (a
-dead-letter stream ``<stream>:dead``), each entry under its original id with the
-original fields plus ``id`` and ``reason``: an entry written once is never written
-again (ids only grow in a stream), so the dead letters are exactly once across
-replays.
+:class:`RedisStreamSink` appends rows ``id, fields, reason`` (and, optionally,
+``raw``) to a stream (a dead-letter stream ``<stream>:dead``), each entry under its
+original id with the original fields (their exact bytes when ``raw`` is given) plus
+``id`` and ``reason``. An original field that is itself named ``id`` or ``reason``,
+or whose name starts with ``original.``, is kept under ``original.<its name>``, so
+nothing of the entry is overwritten. An entry written once is never written again
+(ids only grow in a stream), so the dead letters are exactly once across replays.
 
 Needs redis-py (``pip install 'falkirk[services]'``), also on the Spark executors.
 """
@@ -44,8 +48,15 @@ SCHEMA = T.StructType(
         T.StructField("id", T.StringType(), False),
         T.StructField("fields", T.MapType(T.StringType(), T.StringType()), False),
         T.StructField("undecodable", T.ArrayType(T.StringType()), False),
+        T.StructField(
+            "raw",
+            T.ArrayType(T.StructType([T.StructField("name", T.BinaryType()), T.StructField("value", T.BinaryType())])),
+            True,
+        ),
     ]
 )
+#: Prefix that keeps an original field whose name a dead letter's own fields use.
+ORIGINAL = b"original."
 #: Entries per XRANGE/XPENDING call.
 PAGE = 5000
 #: Entries per Spark task when reading an epoch.
@@ -212,7 +223,8 @@ def _slice_reader(url: str, stream: str) -> Callable[[tuple[str, str]], Iterator
                 for k, v in raw.items():
                     name = _decode(k, bad, None)
                     fields[name] = _decode(v, bad, name)
-                yield (_text(entry_id), fields, bad)
+                exact = [(bytes(k), bytes(v)) for k, v in raw.items()] if bad else None
+                yield (_text(entry_id), fields, bad, exact)
             if len(page) < PAGE:
                 return
             low = f"({_text(page[-1][0])}"
@@ -248,7 +260,8 @@ class RedisStreamSink:
     def write(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         ms = F.split("id", "-").getItem(0).cast("long")
         seq = F.split("id", "-").getItem(1).cast("long")
-        ordered = df.select("id", "fields", "reason").coalesce(1).sortWithinPartitions(ms, seq)
+        raw = F.col("raw") if "raw" in df.columns else F.lit(None).cast(SCHEMA["raw"].dataType)
+        ordered = df.select("id", "fields", "reason", raw.alias("raw")).coalesce(1).sortWithinPartitions(ms, seq)
         ordered.foreachPartition(_dead_writer(self.url, self.stream))
         return []
 
@@ -274,10 +287,23 @@ def _dead_writer(url: str, stream: str) -> Callable[[Iterator[Row]], None]:
                     "exactly once). The stream must be this pipeline's alone: remove the other "
                     "entries (XDEL) or write them elsewhere, then start the pipeline again."
                 )
-            fields = {**(row["fields"] or {}), "id": row["id"], "reason": row["reason"]}
-            pipe.xadd(stream, fields, id=row["id"])
+            pipe.xadd(stream, dead_letter(row), id=row["id"])
             if len(pipe) >= 1000:
                 pipe.execute()
         pipe.execute()
 
     return write
+
+
+def dead_letter(row: Row) -> dict[bytes, bytes]:
+    """The fields of ``row``'s dead-letter entry: the original fields (their exact
+    bytes when the row has ``raw``), each that clashes with ``id``, ``reason`` or the
+    ``original.`` prefix renamed ``original.<name>``, then ``id`` and ``reason``."""
+    if row["raw"] is not None:
+        original = [(bytes(k), bytes(v)) for k, v in row["raw"]]
+    else:
+        original = [(k.encode(), v.encode()) for k, v in (row["fields"] or {}).items() if v is not None]
+    fields = {(ORIGINAL + k if k in (b"id", b"reason") or k.startswith(ORIGINAL) else k): v for k, v in original}
+    fields[b"id"] = row["id"].encode()
+    fields[b"reason"] = (row["reason"] or "").encode()
+    return fields
