@@ -192,7 +192,9 @@ class PostgresServer(_Server):
     def restart(self, down_seconds: float = 0.0) -> None:
         """Stop the server the fast way (clients are disconnected; prepared
         transactions survive), wait ``down_seconds``, and start it again on the same
-        data and port: what a PostgreSQL restart or fail-over looks like to clients."""
+        data and port: what a PostgreSQL restart or fail-over looks like to clients.
+        Call it from the main thread: the new server dies with the thread that
+        started it (it is started to die with its parent)."""
         bin_dir = postgres_bin()
         if bin_dir is None or self.proc is None:
             raise ServiceError("restart() of a PostgresServer that was never started")

@@ -56,7 +56,15 @@ class Case:
             if bad < 0.01:  # invalid, with fields named like the dead letter's own
                 fields["reason"], fields["id"] = "mine", "not-an-id"
             fields["seq"] = str(i)
-            self.r.xadd(self.stream, fields)
+            flat: list[str | bytes] = [part for pair in fields.items() for part in pair]
+            odd = self.rng.random()
+            if odd < 0.01:  # a repeated amount: ambiguous, rejected
+                flat += ["amount", "5"]
+            elif odd < 0.02:  # a repeated other field: ignored, kept in a dead letter
+                flat += ["seq", "again"]
+            elif odd < 0.025 and "user_id" in fields:  # user ids PostgreSQL cannot store as a key
+                flat[flat.index("user_id") + 1] = self.rng.choice(["nul\x00inside", "x" * 2500])
+            self.r.execute_command("XADD", self.stream, "*", *flat)
 
     def feed_in_background(self, batches: int, size: int, every: float) -> threading.Thread:
         def feed() -> None:
@@ -76,11 +84,14 @@ class Case:
                 "--table", self.table, "--storage", str(self.storage), "--idle-exit", "2"]
         return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
+    def entries(self, stream: str) -> list[tuple[str, list[tuple[bytes, bytes]]]]:
+        """Every entry as Redis holds it: (id, [(name, value), ...]) in order, repeats kept."""
+        raw = redis.Redis.from_url(self.redis_url)
+        raw.set_response_callback("XRANGE", lambda response, **_: response)
+        return [(i.decode(), [(f[k], f[k + 1]) for k in range(0, len(f), 2)]) for i, f in raw.xrange(stream)]
+
     def check(self) -> None:
-        entries = [
-            (i.decode(), {k.decode(): v.decode(errors="replace") if b"\xff" not in v else "" for k, v in f.items()})
-            for i, f in self.r.xrange(self.stream)
-        ]
+        entries = self.entries(self.stream)
         want = expected(entries)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             got = conn.execute(f"SELECT user_id, total, events, epoch FROM {self.table} ORDER BY user_id").fetchall()
@@ -88,13 +99,13 @@ class Case:
         assert sorted((u, t, n) for u, t, n, _ in got) == sorted(want.totals.itertuples(index=False, name=None))
         assert all(e >= 1 for *_, e in got)
         assert left == [], f"prepared transactions left: {left}"
-        dead = [(i.decode(), f) for i, f in self.r.xrange(f"{self.stream}:dead")]
+        dead = self.entries(f"{self.stream}:dead")
         assert [i for i, _ in dead] == sorted(want.dead["id"], key=lambda s: tuple(map(int, s.split("-"))))
-        originals = {i.decode(): f for i, f in self.r.xrange(self.stream)}
-        for i, f in dead:  # every original field kept, byte for byte, none overwritten
-            kept = {(b"original." + k if k in (b"id", b"reason") else k): v for k, v in originals[i].items()}
-            assert {k: v for k, v in f.items() if k not in (b"id", b"reason")} == kept
-            assert f[b"id"].decode() == i and f[b"reason"]
+        originals = dict(entries)
+        for i, pairs in dead:  # every original field kept: bytes, order, repeats; none overwritten
+            kept = [(b"original." + k if k in (b"id", b"reason") else k, v) for k, v in originals[i]]
+            assert pairs[:-2] == kept
+            assert pairs[-2] == (b"id", i.encode()) and pairs[-1][0] == b"reason" and pairs[-1][1]
         assert self.r.xpending(self.stream, self.group)["pending"] == 0
 
 

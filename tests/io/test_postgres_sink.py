@@ -3,8 +3,9 @@ invisible until committed, gone when aborted; clear errors when PostgreSQL refus
 
 from __future__ import annotations
 
+import base64
+import random
 import time
-
 import uuid
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,27 @@ def test_a_key_twice_in_one_epoch_is_a_clear_error(spark: SparkSession, postgres
     assert sink.prepared() == []
 
 
+def test_an_error_the_write_would_meet_again_is_not_retried_and_reaches_the_user_clearly(spark: SparkSession, postgres_server: PostgresServer, tmp_path: Path) -> None:
+    """Adversarial review: a key too long for PostgreSQL's index (SQLSTATE 54000) was
+    retried for retry_seconds as if the connection were lost, then surfaced as a JVM
+    traceback. Now: refused at once, and an error naming the processor and the epoch."""
+    from falkirk.exceptions import FalkirkError
+    from falkirk.graph import Pipeline
+    from falkirk.io import GeneratorSource
+    from falkirk.runtime import Engine
+
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    p = Pipeline("long")
+    key = base64.b64encode(random.Random(1).randbytes(6000)).decode()  # incompressible: too long for the index
+    source = GeneratorSource("k string, v long", 1, lambda spark, b: spark.createDataFrame([(key, 1)], "k string, v long"), 1)
+    p.source("src", source).sink("out", PostgresSink(postgres_server.dsn, table, key=("k",), retry_seconds=60))
+    started = time.monotonic()
+    with pytest.raises(FalkirkError, match=r"processor 'out' failed in a Spark task on epoch 1: .*SQLSTATE 54000.*index row"):
+        Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert time.monotonic() - started < 50  # not retried for a minute
+    assert rows(postgres_server.dsn, table) == []
+
+
 def test_a_server_without_prepared_transactions_is_refused_at_start(spark: SparkSession) -> None:
     with PostgresServer(prepared=0) as server:
         sink = PostgresSink(server.dsn, "t", key=("k",))
@@ -107,7 +129,7 @@ def test_bad_configurations_are_named() -> None:
         PostgresSink("dsn", "t", key=("k",), mode="merge")
     s = PostgresSink("postgresql://postgres@127.0.0.1:1/postgres", "t", key=("k",), retry_seconds=1)
     started = time.monotonic()
-    with pytest.raises(SinkError, match="kept failing for 1 s.*Connection refused"):
+    with pytest.raises(SinkError, match=r"kept failing for 1 s.*Connection refused"):
         s.prepared()
     assert time.monotonic() - started >= 0.5  # retried with backoff, then gave up
 

@@ -50,7 +50,7 @@ def test_a_replay_reads_exactly_the_planned_entries_across_tasks(spark: SparkSes
         got = source.read(spark, offsets).collect()
         assert [row["id"] for row in got] == ids[:30]
         assert got[3]["fields"] == {"user_id": "u0", "amount": "3"} and got[3]["undecodable"] == []
-        assert got[3]["raw"] is None  # exact bytes only where decoding lost them
+        assert [(bytes(k), bytes(v)) for k, v in got[3]["raw"]] == [(b"user_id", b"u0"), (b"amount", b"3")]
     rest = source.next_offsets(offsets)
     assert rest is not None
     bad = source.read(spark, rest).collect()[-1]
@@ -123,6 +123,47 @@ def test_dead_letters_keep_every_original_field_byte_for_byte(spark: SparkSessio
         b"original.id": b"x", b"original.reason": b"y", b"original.original.id": b"z", b"k": b"v",
         b"id": b"6-0", b"reason": b"bad",
     }
+
+
+def test_entries_as_the_stream_holds_them_and_their_dead_letters(spark: SparkSession, redis_server: RedisServer) -> None:
+    """Adversarial review: repeated field names were lost (redis-py parses an entry
+    into a dict), field order was lost, and user ids PostgreSQL cannot store stopped
+    the pipeline at its sink. Now ``raw`` keeps every entry exactly, ``repeated``
+    names repeats, and the example's validation rejects what the table cannot hold."""
+    from falkirk.demo.redis_postgres import check
+
+    r = redis.Redis.from_url(redis_server.url)
+    stream = f"s-{uuid.uuid4().hex[:8]}"
+    given = {
+        "valid": ["user_id", "a", "amount", "1", "note", b"\xfe", "note", "again"],
+        "amount twice": ["user_id", "a", "amount", "1", "amount", "2"],
+        "nul": ["user_id", "a\x00b", "amount", "1"],
+        "long": ["user_id", "x" * 2500, "amount", "1"],
+        "own names": ["id", "1", "reason", "r", "user_id", "", "amount", "3"],
+    }
+    ids = {name: r.execute_command("XADD", stream, "*", *flat).decode() for name, flat in given.items()}
+    source = RedisStreamSource(redis_server.url, stream, "g")
+    offsets = source.next_offsets(None)
+    assert offsets is not None
+    read = source.read(spark, offsets)
+    got = {row["id"]: row for row in check(read).collect()}
+    reasons = {name: got[i]["reason"] for name, i in ids.items()}
+    assert reasons["valid"] is None and got[ids["valid"]]["amount"] == 1
+    assert reasons["amount twice"] == "given more than once: amount"
+    assert reasons["nul"].startswith("user_id contains a NUL") and reasons["long"].startswith("user_id is longer than 2000")
+    assert reasons["own names"] == "empty user_id"
+    dead = f"{stream}:dead"
+    sink = RedisStreamSink(redis_server.url, dead)
+    rejected = check(read).where("reason IS NOT NULL")
+    sink.prepare(rejected.limit(0))
+    sink.write(rejected, 1)
+    raw = redis.Redis.from_url(redis_server.url)
+    raw.set_response_callback("XRANGE", lambda response, **_: response)
+    letters = {i.decode(): f for i, f in raw.xrange(dead)}
+    assert set(letters) == {ids[n] for n in ("amount twice", "nul", "long", "own names")}
+    as_bytes = lambda flat: [x if isinstance(x, bytes) else x.encode() for x in flat]  # noqa: E731
+    assert letters[ids["amount twice"]] == as_bytes([*given["amount twice"], "id", ids["amount twice"], "reason", "given more than once: amount"])
+    assert letters[ids["own names"]][:8] == as_bytes(["original.id", "1", "original.reason", "r", "user_id", "", "amount", "3"])
 
 
 @pytest.mark.parametrize("mode", ["delete", "move"])

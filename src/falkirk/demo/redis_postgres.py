@@ -4,10 +4,13 @@ Entries of a Redis stream carry ``user_id`` (a non-empty string) and ``amount`` 
 integer, possibly negative, written as plain decimal digits with an optional leading
 ``-``); other fields are ignored (whatever their bytes). Per user the PostgreSQL
 table keeps the sum of the valid amounts and the number of valid entries; every
-invalid entry (including one whose ``user_id`` or ``amount`` is not UTF-8) goes to
-the dead-letter stream ``<stream>:dead`` with its fields (their exact bytes), its
-``id`` and a ``reason`` (an original field named ``id`` or ``reason`` is kept as
-``original.id`` / ``original.reason``).
+invalid entry goes to the dead-letter stream ``<stream>:dead`` with its fields
+(exactly: bytes, order and repeated names), its ``id`` and a ``reason`` (an original
+field named ``id`` or ``reason`` is kept as ``original.id`` / ``original.reason``).
+Invalid besides a missing, empty or non-integer field: a ``user_id`` or ``amount``
+that is not UTF-8 or is given twice in the entry (which one would count?), and a
+``user_id`` that PostgreSQL cannot store as a key (a NUL character, or longer than
+:data:`MAX_USER_BYTES` bytes) - rather than stopping the pipeline at the sink.
 
 A user's total is a 64-bit integer (``bigint``), as the table's contract says. If a
 user's valid amounts ever sum beyond that range, the pipeline stops with an error
@@ -44,6 +47,9 @@ from falkirk.io.postgres import PostgresSink
 from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
 
 TABLE_COLUMNS = ("user_id", "total", "events", "epoch")
+#: The longest user_id the table's primary key index holds (PostgreSQL's B-tree limit
+#: is ~2,700 bytes per entry; kept well under it).
+MAX_USER_BYTES = 2000
 _INTEGER = r"^-?[0-9]+\z"
 
 
@@ -52,11 +58,16 @@ def check(df: DataFrame) -> DataFrame:
     ``user_id`` and ``amount`` (bigint)."""
     user, amount = F.col("fields")["user_id"], F.col("fields")["amount"]
     parsed = F.expr("try_cast(fields['amount'] AS BIGINT)")
-    undecodable = F.array_intersect("undecodable", F.array(F.lit("user_id"), F.lit("amount")))
+    needed = F.array(F.lit("amount"), F.lit("user_id"))
+    undecodable = F.array_intersect("undecodable", needed)
+    repeated = F.array_intersect("repeated", needed)
     reason = (
         F.when(F.size(undecodable) > 0, F.concat(F.lit("not UTF-8: "), F.array_join(F.array_sort(undecodable), ", ")))
+        .when(F.size(repeated) > 0, F.concat(F.lit("given more than once: "), F.array_join(F.array_sort(repeated), ", ")))
         .when(user.isNull(), F.lit("missing user_id"))
         .when(user == "", F.lit("empty user_id"))
+        .when(F.instr(user, "\u0000") > 0, F.lit("user_id contains a NUL character (PostgreSQL text cannot hold it)"))
+        .when(F.octet_length(user) > MAX_USER_BYTES, F.lit(f"user_id is longer than {MAX_USER_BYTES} bytes (PostgreSQL cannot index it)"))
         .when(amount.isNull(), F.lit("missing amount"))
         .when(amount == "", F.lit("empty amount"))
         .when(~amount.rlike(_INTEGER), F.lit("amount is not an integer"))
@@ -83,16 +94,32 @@ class Expected:
     dead: pd.DataFrame  # id, reason
 
 
-def expected(entries: list[tuple[str, dict[str, str]]]) -> Expected:
-    """The final table and dead-letter entries for ``entries`` (id, fields), in plain
-    Python, independent of the pipeline."""
+def expected(entries: list[tuple[str, list[tuple[bytes, bytes]]]]) -> Expected:
+    """The final table and dead-letter entries for ``entries`` (id, fields as the
+    stream holds them: (name, value) byte pairs in order), in plain Python,
+    independent of the pipeline."""
     import re
 
     totals: dict[str, list[int]] = {}
     dead: list[tuple[str, str]] = []
-    for entry_id, fields in entries:
-        user, amount = fields.get("user_id"), fields.get("amount")
-        ok = bool(user) and amount is not None and re.fullmatch(r"-?[0-9]+", amount) is not None and -(2**63) <= int(amount) < 2**63
+    for entry_id, pairs in entries:
+        values: dict[bytes, list[bytes]] = {}
+        for name, value in pairs:
+            values.setdefault(name, []).append(value)
+        user_raw, amount_raw = values.get(b"user_id", []), values.get(b"amount", [])
+        try:
+            user = user_raw[0].decode() if len(user_raw) == 1 else None
+            amount = amount_raw[0].decode() if len(amount_raw) == 1 else None
+        except UnicodeDecodeError:
+            user = amount = None
+        ok = (
+            bool(user)
+            and "\x00" not in str(user)
+            and len(user_raw[0]) <= MAX_USER_BYTES
+            and amount is not None
+            and re.fullmatch(r"-?[0-9]+", amount) is not None
+            and -(2**63) <= int(amount) < 2**63
+        )
         if not ok:
             dead.append((entry_id, "invalid"))
             continue

@@ -274,16 +274,30 @@ def _where(dsn: str) -> str:
     return dsn.split("@")[-1] if "@" in dsn else dsn
 
 
+#: SQLSTATEs of a server going away or not accepting connections yet (besides class
+#: 08, connection exceptions): admin, crash and "cannot connect now" shutdowns.
+_GONE = ("57P01", "57P02", "57P03")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost or refused connection (worth retrying), not an error
+    the same statement would meet again (a limit, a full disk, a cancelled query)."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _GONE
+
+
 def _retrying(psycopg: Any, attempt: Callable[[], _T], retry_seconds: float, what: str) -> _T:
     """``attempt()``, run again with backoff while it fails with a lost or refused
-    connection (``OperationalError``), for at most ``retry_seconds``. Every attempt
-    must be safe to repeat after a connection lost at any point."""
+    connection, for at most ``retry_seconds``; any other error is raised at once.
+    Every attempt must be safe to repeat after a connection lost at any point."""
     deadline = time.monotonic() + retry_seconds
     pause = 0.1
     while True:
         try:
             return attempt()
         except psycopg.OperationalError as exc:
+            if not _connection_lost(exc):
+                raise SinkError(f"{what}: PostgreSQL refused it (SQLSTATE {exc.sqlstate}): {exc}".strip()) from exc
             if time.monotonic() + pause > deadline:
                 raise SinkError(
                     f"{what}: PostgreSQL kept failing for {retry_seconds:.0f} s (a larger retry_seconds= "

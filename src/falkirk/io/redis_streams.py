@@ -11,15 +11,16 @@ Entries stay pending in the group until no recovery can read them again; then
 the engine acknowledges them (``XACK``) and, with ``trim=True``, removes them from
 the stream (``XTRIM MINID``).
 
-Rows: ``id`` (the entry id), ``fields`` (a map of field to value), ``undecodable``
-(names of fields whose name or value is not UTF-8; such text is decoded with U+FFFD
-in its place, so a validation step can reject the entry) and ``raw`` (only for
-entries with undecodable fields, else null: every field's exact bytes, as
-``(name, value)`` pairs, so that a dead letter can keep them).
+Rows: ``id`` (the entry id), ``fields`` (a map of field to value; a name given
+twice in one entry maps to its first value), ``undecodable`` (names of fields whose
+name or value is not UTF-8; such text is decoded with U+FFFD in its place, so a
+validation step can reject the entry), ``raw`` (every field as the stream holds it:
+``(name, value)`` pairs of exact bytes, in order, repeats included, so that a dead
+letter keeps the entry exactly) and ``repeated`` (names given more than once).
 
 :class:`RedisStreamSink` appends rows ``id, fields, reason`` (and, optionally,
 ``raw``) to a stream (a dead-letter stream ``<stream>:dead``), each entry under its
-original id with the original fields (their exact bytes when ``raw`` is given) plus
+original id with the original fields (exactly, in order, when ``raw`` is given) plus
 ``id`` and ``reason``. An original field that is itself named ``id`` or ``reason``,
 or whose name starts with ``original.``, is kept under ``original.<its name>``, so
 nothing of the entry is overwritten. An entry written once is never written again
@@ -53,6 +54,7 @@ SCHEMA = T.StructType(
             T.ArrayType(T.StructType([T.StructField("name", T.BinaryType()), T.StructField("value", T.BinaryType())])),
             True,
         ),
+        T.StructField("repeated", T.ArrayType(T.StringType()), False),
     ]
 )
 #: Prefix that keeps an original field whose name a dead letter's own fields use.
@@ -214,17 +216,26 @@ def _slice_reader(url: str, stream: str) -> Callable[[tuple[str, str]], Iterator
         import redis
 
         r: Any = redis.Redis.from_url(url, socket_timeout=60, socket_connect_timeout=10)
+        # The reply as Redis sends it: an entry's fields as a flat list, in order and
+        # with repeated names (redis-py's default parses them into a dict).
+        r.set_response_callback("XRANGE", lambda response, **_: response)
         low, high = bounds
         while True:
             page = r.xrange(stream, low, high, count=PAGE)
-            for entry_id, raw in page:
+            for entry_id, flat in page:
+                pairs = [(bytes(flat[i]), bytes(flat[i + 1])) for i in range(0, len(flat), 2)]
                 fields: dict[str, str] = {}
                 bad: list[str] = []
-                for k, v in raw.items():
+                repeated: list[str] = []
+                for k, v in pairs:
                     name = _decode(k, bad, None)
-                    fields[name] = _decode(v, bad, name)
-                exact = [(bytes(k), bytes(v)) for k, v in raw.items()] if bad else None
-                yield (_text(entry_id), fields, bad, exact)
+                    value = _decode(v, bad, name)
+                    if name in fields:
+                        if name not in repeated:
+                            repeated.append(name)
+                        continue  # the first occurrence stands in ``fields``; ``raw`` has all
+                    fields[name] = value
+                yield (_text(entry_id), fields, bad, pairs, repeated)
             if len(page) < PAGE:
                 return
             low = f"({_text(page[-1][0])}"
@@ -287,7 +298,8 @@ def _dead_writer(url: str, stream: str) -> Callable[[Iterator[Row]], None]:
                     "exactly once). The stream must be this pipeline's alone: remove the other "
                     "entries (XDEL) or write them elsewhere, then start the pipeline again."
                 )
-            pipe.xadd(stream, dead_letter(row), id=row["id"])
+            flat = [part for pair in dead_letter(row) for part in pair]
+            pipe.execute_command("XADD", stream, row["id"], *flat)  # repeated names kept
             if len(pipe) >= 1000:
                 pipe.execute()
         pipe.execute()
@@ -295,15 +307,14 @@ def _dead_writer(url: str, stream: str) -> Callable[[Iterator[Row]], None]:
     return write
 
 
-def dead_letter(row: Row) -> dict[bytes, bytes]:
-    """The fields of ``row``'s dead-letter entry: the original fields (their exact
-    bytes when the row has ``raw``), each that clashes with ``id``, ``reason`` or the
-    ``original.`` prefix renamed ``original.<name>``, then ``id`` and ``reason``."""
+def dead_letter(row: Row) -> list[tuple[bytes, bytes]]:
+    """The fields of ``row``'s dead-letter entry, in order: the original fields
+    (exactly as the stream held them when the row has ``raw``: bytes, order, repeats),
+    each that clashes with ``id``, ``reason`` or the ``original.`` prefix renamed
+    ``original.<name>``, then ``id`` and ``reason``."""
     if row["raw"] is not None:
         original = [(bytes(k), bytes(v)) for k, v in row["raw"]]
     else:
         original = [(k.encode(), v.encode()) for k, v in (row["fields"] or {}).items() if v is not None]
-    fields = {(ORIGINAL + k if k in (b"id", b"reason") or k.startswith(ORIGINAL) else k): v for k, v in original}
-    fields[b"id"] = row["id"].encode()
-    fields[b"reason"] = (row["reason"] or "").encode()
-    return fields
+    fields = [(ORIGINAL + k if k in (b"id", b"reason") or k.startswith(ORIGINAL) else k, v) for k, v in original]
+    return [*fields, (b"id", row["id"].encode()), (b"reason", (row["reason"] or "").encode())]

@@ -35,7 +35,7 @@ from falkirk.operators import Step
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
-from falkirk.spark.errors import as_data_error
+from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, StoredFile
 
@@ -155,10 +155,12 @@ class EpochRunner:
                 try:
                     self._run(p, work, [outputs[(i.src, i.port)] for i in p.inputs], outputs)
                 except Exception as exc:
-                    data = as_data_error(exc, p.name, epoch)
-                    if data is None:
+                    if as_storage_error(exc) is not None:
+                        raise  # a damaged file: the engine names it
+                    known = as_data_error(exc, p.name, epoch) or as_task_error(exc, p.name, epoch)
+                    if known is None:
                         raise
-                    raise data from exc
+                    raise known from exc
                 self.gates[(p.name, epoch)].open()
             for write in work.writes:
                 write.result()

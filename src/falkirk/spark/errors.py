@@ -65,3 +65,25 @@ def as_data_error(exc: BaseException, processor: str, epoch: int) -> DataError |
         "A replay would fail the same way: widen the column's type (e.g. cast to decimal(38,0)) "
         "or reject such rows in a validate step before it, then start again."
     )
+
+
+class TaskError(FalkirkError):
+    """A Python exception raised inside a Spark task of a processor (a sink's write,
+    a user function): its type and message, without the JVM's wrapping."""
+
+
+def as_task_error(exc: BaseException, processor: str, epoch: int) -> TaskError | None:
+    """A :class:`TaskError` naming the processor, the epoch and the Python exception
+    raised in a Spark task, if ``exc`` carries one (a ``PythonException``, also
+    inside a ``Py4JJavaError``), else None."""
+    text = str(exc)
+    start = text.rfind("Traceback (most recent call last):")
+    if start < 0:
+        return None
+    for line in text[start:].splitlines()[1:]:
+        if line and not line[0].isspace():  # the exception's own line, after its frames
+            raised = line.strip()
+            break
+    else:
+        return None
+    return TaskError(f"processor {processor!r} failed in a Spark task on epoch {epoch}: {raised[:1500]}")
