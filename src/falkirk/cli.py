@@ -10,7 +10,12 @@
   installation; Spark sessions then start ~3 s faster, see falkirk.warmup);
 * ``falkirk verify STORAGE [TABLE ...]`` - checks every committed file of a storage
   root against the size and SHA-256 its commit recorded, and every epoch file of the
-  given ParquetTableSink tables against its checksum file (exit 1 if one is damaged).
+  given ParquetTableSink tables against its checksum file (exit 1 if one is damaged);
+* ``falkirk status STORAGE [--json]`` - a running or stopped pipeline from its storage
+  root alone: processors, policies, committed epochs, frontiers, checkpoints and logs
+  kept, the plan a recovery started now would follow (and why), the driver holding it;
+* ``falkirk inspect STORAGE EPOCH|PROCESSOR`` - the Ξ records and files behind an
+  epoch or a processor (JSON).
 """
 
 from __future__ import annotations
@@ -106,6 +111,25 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from falkirk.ops.status import render, status
+
+    report = status(args.storage, args.metadata_dir)
+    print(json.dumps(report, indent=2, default=str) if args.json else render(report))
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from falkirk.ops.status import inspect
+
+    print(json.dumps(inspect(args.storage, args.what, args.metadata_dir), indent=2, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="falkirk", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -135,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
     p_verify.add_argument("storage", help="the storage root (a directory or a Hadoop URI)")
     p_verify.add_argument("tables", nargs="*", help="ParquetTableSink directories to check too")
     p_verify.set_defaults(run=_verify)
+    p_status = sub.add_parser(
+        "status", help="what a storage root holds and what a recovery started now would choose"
+    )
+    p_status.add_argument("storage", help="the storage root")
+    p_status.add_argument("--json", action="store_true", help="print the status as JSON")
+    p_status.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
+    p_status.set_defaults(run=_status)
+    p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor")
+    p_inspect.add_argument("storage", help="the storage root")
+    p_inspect.add_argument("what", help="an epoch number or a processor name")
+    p_inspect.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
+    p_inspect.set_defaults(run=_inspect)
     return parser
 
 

@@ -43,6 +43,7 @@ from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator, operator_for
 from falkirk.recovery import Topology
 from falkirk.runtime import garbage, rollback
+from falkirk.runtime.description import describe
 from falkirk.runtime.epoch import EpochRunner, EpochWork
 from falkirk.runtime.epochs import EPOCHS
 from falkirk.runtime.faults import armed_failures, crash_point
@@ -242,7 +243,8 @@ class Engine:
                 ledger=Ledger(self.pipeline, self.topology, store),
                 report=self.report,
             )
-            self._start()
+            self._start()  # refuses a root written by another pipeline
+            store.describe(self.pipeline.name, describe(self.pipeline, self.identity, self.topology))
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )

@@ -40,7 +40,9 @@ from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
 from falkirk.time import Frontier, frontier_to_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``.
+_UPGRADABLE = (2,)
 DB_NAME = "meta.sqlite"
 
 _SCHEMA = """
@@ -75,6 +77,11 @@ CREATE TABLE IF NOT EXISTS state_files (
     crc INTEGER NOT NULL,
     PRIMARY KEY (processor, epoch)
 );
+CREATE TABLE IF NOT EXISTS pipeline (
+    name TEXT NOT NULL PRIMARY KEY,
+    description TEXT NOT NULL,
+    crc INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sink_commits (
     sink TEXT NOT NULL,
     epoch INTEGER NOT NULL,
@@ -91,6 +98,7 @@ _COLUMNS = {
     "message_logs": ("edge", "epoch", "files"),
     "state_files": ("processor", "epoch", "kind", "files"),
     "sink_commits": ("sink", "epoch", "files"),
+    "pipeline": ("name", "description"),
 }
 
 
@@ -217,7 +225,7 @@ class MetaStore:
 
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, SCHEMA_VERSION, *_UPGRADABLE):
             self._db.close()
             raise StorageError(
                 f"{self.path} has metadata schema {version}; this Falkirk reads schema "
@@ -278,6 +286,31 @@ class MetaStore:
             raise
         self._committed()
         return forgotten
+
+    def describe(self, name: str, description: dict[str, Any]) -> None:
+        """Record the pipeline's description (its processors, policies and edges, as
+        JSON) so that tools read a storage root without the pipeline's code
+        (``falkirk status``). Replaces an earlier description of ``name``."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM pipeline")
+            self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", _row(name, json.dumps(description, sort_keys=True)))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._committed()
+
+    def description(self) -> dict[str, Any] | None:
+        """The description :meth:`describe` recorded (None: none was, e.g. a root
+        written by an older Falkirk)."""
+        try:
+            rows = self._select("pipeline")
+        except CorruptStorageError:
+            if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'pipeline'").fetchone():
+                return None  # schema 2, opened read-only
+            raise
+        return json.loads(rows[0]["description"]) if rows else None
 
     def forget(self, forget: Forget) -> list[StoredFile]:
         """Forget records in one transaction of their own (a rollback's undoing);
@@ -389,7 +422,8 @@ class MetaStore:
     def check_rows(self) -> int:
         """Read every row of every table, checking its CRC; returns how many there are
         (raises :class:`CorruptStorageError` at the first damaged one)."""
-        return sum(len(self._select(table)) for table in _COLUMNS)
+        tables = [t for t in _COLUMNS if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone()]
+        return sum(len(self._select(table)) for table in tables)
 
     def all_files(self) -> list[StoredFile]:
         """Every committed file the store still names (for ``falkirk verify``)."""

@@ -1,0 +1,230 @@
+"""What a storage root holds, read from the root alone (``falkirk status``, ``falkirk inspect``).
+
+Works on a running pipeline and on a stopped one: the metadata database is opened
+read-only (SQLite lets a reader in next to the running driver), the pipeline's
+description recorded at its start (:mod:`falkirk.runtime.description`) says what
+the processors are, and the recovery solver is run on the committed Ξ records
+exactly as a restart would run it, so ``recovery`` is the plan a driver started now
+would follow, with the solver's explanation of every frontier. Needs no Spark.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from falkirk.recovery import Topology, solve
+from falkirk.recovery.scenario import parse_scenario
+from falkirk.runtime.epochs import epoch_of
+from falkirk.storage import MetaStore, StorageError
+from falkirk.storage.filesystem import StoredFile, is_uri
+from falkirk.storage.lock import LOCK_NAME
+from falkirk.time import frontier_to_json
+
+
+def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
+    """The root's metadata, read-only. A URI root's database is read from
+    ``metadata_dir``, the driver's local working copy (see ``Engine``)."""
+    if is_uri(storage) and not storage.startswith("file://"):
+        if metadata_dir is None:
+            raise StorageError(
+                f"{storage} is a URI root: pass --metadata-dir, the local directory where its driver keeps "
+                "the metadata database (Engine(metadata_dir=...), by default under ~/.cache/falkirk)"
+            )
+        return MetaStore(metadata_dir, read_only=True, root=storage)
+    local = storage.removeprefix("file://")
+    if not Path(local).is_dir():
+        raise StorageError(f"{local} is not a directory: no pipeline has run with this storage root")
+    return MetaStore(local, read_only=True)
+
+
+def driver_holding(storage: str) -> str | None:
+    """Who holds the root's lock (a running driver), or None. Probes the lock with a
+    shared request that is released at once."""
+    path = Path(storage.removeprefix("file://")) / LOCK_NAME
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                owner = json.loads(os.pread(fd, 4096, 0) or b"{}")
+                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
+                return f"pid {owner['pid']} on {owner['host']} (since {since})"
+            except (ValueError, KeyError, TypeError):
+                return "a driver"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _files(files: tuple[StoredFile, ...] | list[StoredFile]) -> int:
+    return sum(f.size for f in files)
+
+
+def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
+    """Everything ``falkirk status`` shows, as JSON-ready data (see the module docstring).
+
+    Keys: ``storage``, ``pipeline``, ``identity``, ``global_checkpoints``, ``driver``
+    (the lock holder or None), ``epoch`` (the last epoch committed anywhere),
+    ``processors`` (per processor: kind, policy, inputs, ``frontier`` = latest
+    committed rollback point, ``rollback_points``, ``last_checkpoint`` and keyed
+    ``checkpoints`` kept with their bytes, ``logs`` kept with their bytes, ``sink_epochs``
+    committed and kept), ``sources`` (latest offsets) and ``recovery`` (the
+    solver's ``frontiers`` and per-processor ``why``)."""
+    store = open_root(storage, metadata_dir)
+    try:
+        description = store.description()
+        if description is None:
+            raise StorageError(
+                f"{storage} has no pipeline description (written by a Falkirk older than the status "
+                "command); run the pipeline once with this version and ask again"
+            )
+        topology = parse_scenario(description["topology"]).topology
+        stored = store.checkpoints(topology)
+        processors: dict[str, Any] = {}
+        last = 0
+        for name, info in description["processors"].items():
+            finite = [epoch_of(s.meta.frontier) for s in stored[name] if not s.meta.frontier.is_top]
+            frontier = max(finite, default=0)
+            last = max(last, frontier)
+            states = store.state_files(name)
+            logs = {out: store.logs(out) for out in _outputs(topology, name)}
+            processors[name] = {
+                **info,
+                "frontier": frontier,
+                "rollback_points": finite,
+                "last_checkpoint": states[-1][0] if states else None,
+                "checkpoints": {"count": len(states), "bytes": sum(_files(f) for _, _, f in states)},
+                "logs": {
+                    "count": sum(len(v) for v in logs.values()),
+                    "bytes": sum(_files(f) for v in logs.values() for f in v.values()),
+                },
+            }
+            if info["sink"]:
+                commits = store.sink_commits(name)
+                processors[name]["sink_epochs"] = sorted(commits)
+            if info["source"]:
+                processors[name]["position"] = store.position(name)
+        recovery: dict[str, Any]
+        if any(stored.values()):
+            plan = solve(topology, {p: [s.meta for s in ss] for p, ss in stored.items()})
+            recovery = {
+                "frontiers": plan.to_json()["frontiers"],
+                "why": {p: str(e) for p, e in plan.explanations.items()},
+                "table": plan.table(),
+            }
+        else:
+            recovery = {"frontiers": {}, "why": {}, "table": "nothing committed yet: a start begins at epoch 1"}
+        return {
+            "storage": storage,
+            "pipeline": description["pipeline"],
+            "identity": description["identity"],
+            "global_checkpoints": description["global_checkpoints"],
+            "driver": driver_holding(storage) if not is_uri(storage) or storage.startswith("file://") else None,
+            "epoch": last,
+            "processors": processors,
+            "recovery": recovery,
+        }
+    finally:
+        store.close()
+
+
+def inspect(storage: str, what: str, metadata_dir: str | None = None) -> dict[str, Any]:
+    """The Ξ records and files behind an epoch (``what`` is a number) or a processor
+    (``what`` is its name): ``{"epoch"|"processor": ..., "records": [...], "files": [...]}``."""
+    store = open_root(storage, metadata_dir)
+    try:
+        description = store.description()
+        if description is None:
+            raise StorageError(f"{storage} has no pipeline description; run the pipeline once with this version")
+        topology = parse_scenario(description["topology"]).topology
+        stored = store.checkpoints(topology)
+        if what.isdigit():
+            epoch = int(what)
+            records, files = [], []
+            for p, ss in stored.items():
+                for s in ss:
+                    if not s.meta.frontier.is_top and epoch_of(s.meta.frontier) == epoch:
+                        records.append({"processor": p, **_record(s.meta)})
+            for p in description["processors"]:
+                files += [_file("state", p, f) for e, _, fs in store.state_files(p) if e == epoch for f in fs]
+                if description["processors"][p]["sink"]:
+                    files += [_file("sink", p, f) for f in store.sink_commits(p).get(epoch, ())]
+            for out in {o for p in description["processors"] for o in _outputs(topology, p)}:
+                files += [_file("log", out, f) for f in store.logs(out).get(epoch, ())]
+            offsets = {s: store.offsets(s).get(epoch) for s, i in description["processors"].items() if i["source"]}
+            if not records and not files and all(v is None for v in offsets.values()):
+                raise StorageError(
+                    f"epoch {epoch} has no records kept in {storage}: it was never committed, or its records "
+                    "were collected as garbage once no recovery could need them (falkirk status lists what is kept)"
+                )
+            return {"epoch": epoch, "records": records, "files": files, "offsets": offsets}
+        if what not in description["processors"]:
+            raise StorageError(f"no processor {what!r} in pipeline {description['pipeline']!r}: {sorted(description['processors'])}")
+        records = [_record(s.meta) for s in stored[what]]
+        files = [_file(f"state epoch {e} ({kind})", what, f) for e, kind, fs in store.state_files(what) for f in fs]
+        for out in _outputs(topology, what):
+            files += [_file(f"log epoch {e}", out, f) for e, fs in store.logs(out).items() for f in fs]
+        return {"processor": what, **description["processors"][what], "records": records, "files": files}
+    finally:
+        store.close()
+
+
+def _outputs(topology: Topology, processor: str) -> list[str]:
+    """The outputs (``processor.port``, what logs are kept under) of ``processor``."""
+    return sorted({e.name.split(">")[0] for e in topology.outputs(processor)})
+
+
+def _record(meta: Any) -> dict[str, Any]:
+    from falkirk.recovery.codec import checkpoint_to_json
+
+    return {"frontier": frontier_to_json(meta.frontier), "xi": checkpoint_to_json(meta)}
+
+
+def _file(kind: str, owner: str, f: StoredFile) -> dict[str, Any]:
+    return {"kind": kind, "of": owner, "path": f.path, "bytes": f.size, "sha256": f.sha256}
+
+
+def render(report: dict[str, Any]) -> str:
+    """``status`` as text for people."""
+    lines = [
+        f"pipeline {report['pipeline']} ({report['identity']}) at {report['storage']}",
+        f"driver: {report['driver'] or 'none running'}",
+        f"last committed epoch: {report['epoch']}",
+    ]
+    if report["global_checkpoints"]:
+        g = report["global_checkpoints"]
+        lines.append(f"global checkpoints: every {g['every']} epochs" if g["every"] else f"global checkpoints: every {g['seconds']} s")
+    lines.append("")
+    header = ("processor", "kind", "policy", "frontier", "last ckpt", "ckpts kept", "logs kept")
+    rows = [header]
+    for name, p in report["processors"].items():
+        rows.append((
+            name,
+            p["kind"],
+            p["policy"],
+            str(p["frontier"]),
+            "-" if p["last_checkpoint"] is None else str(p["last_checkpoint"]),
+            f"{p['checkpoints']['count']} ({_bytes(p['checkpoints']['bytes'])})",
+            f"{p['logs']['count']} ({_bytes(p['logs']['bytes'])})",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += ["", "if a driver started now, recovery would choose:", report["recovery"]["table"]]
+    return "\n".join(lines)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"

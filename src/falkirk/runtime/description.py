@@ -1,0 +1,52 @@
+"""A pipeline described as JSON, recorded in its storage root at every start.
+
+Tools that see only a storage root (``falkirk status``, ``falkirk inspect``, the
+dashboard) read this description instead of the pipeline's code: which processors
+there are, what each does, its fault-tolerance policy, its inputs, and the topology
+the recovery solver works on (in the scenario format of ``docs/scenarios.md``, so
+that :func:`falkirk.recovery.scenario.parse_scenario` rebuilds it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from falkirk.graph import Pipeline
+from falkirk.recovery import Topology
+from falkirk.time.codec import domain_to_json
+
+#: Version of the description's layout.
+FORMAT = 1
+
+
+def describe(pipeline: Pipeline, identity: str, topology: Topology) -> dict[str, Any]:
+    """The description of ``pipeline`` (run under ``identity``, see :class:`Engine`)."""
+    processors: dict[str, dict[str, Any]] = {}
+    for p in pipeline.processors.values():
+        spec = p.spec
+        processors[p.name] = {
+            "kind": p.kind,
+            "policy": p.policy.name,
+            "policy_detail": repr(p.policy),
+            "inputs": [i.key for i in p.inputs],
+            "stateful": p.stateful,
+            "source": bool(spec.source),
+            "sink": bool(spec.sink),
+        }
+    checkpoints = pipeline.checkpoints
+    return {
+        "format": FORMAT,
+        "pipeline": pipeline.name,
+        "identity": identity,
+        "global_checkpoints": None
+        if checkpoints is None
+        else {"every": checkpoints.every, "seconds": checkpoints.seconds},
+        "processors": processors,
+        "topology": {
+            "processors": {p: {"domain": domain_to_json(d)} for p, d in topology.domains.items()},
+            "edges": {
+                name: {"src": e.src, "dst": e.dst, "projection": e.projection.kind}
+                for name, e in topology.edges.items()
+            },
+        },
+    }

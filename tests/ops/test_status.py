@@ -1,0 +1,90 @@
+"""``falkirk status`` and ``falkirk inspect`` read a storage root alone: a stopped
+pipeline's processors, policies, frontiers, what is kept, the plan a recovery started
+now would follow, and whether a driver holds the root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.graph import EagerCheckpoint, LazyCheckpoint, LogOutputs, Pipeline
+from falkirk.io import MemorySink, keyed_generator
+from falkirk.ops.status import driver_holding, inspect, render, status
+from falkirk.runtime import Engine
+from falkirk.storage import RootLock, StorageError
+
+
+def run_pipeline(spark: SparkSession, root: Path, epochs: int) -> None:
+    p = Pipeline("mixed")
+    src = p.source("src", keyed_generator(batches=epochs, rows_per_batch=50, keys=7, seed=3))
+    logged = src.map("double", lambda df: df.withColumn("value", df["value"] * 2), policy=LogOutputs())
+    logged.aggregate("eager", "key", {"n": ("count", None)}, policy=EagerCheckpoint()).sink("out_eager", MemorySink())
+    logged.aggregate("lazy", "key", {"s": ("sum", "value")}, policy=LazyCheckpoint(every=3)).sink("out_lazy", MemorySink())
+    Engine(p, root, spark=spark).run()
+
+
+@pytest.fixture(scope="module")
+def stopped(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("status") / "state"
+    run_pipeline(spark, root, epochs=5)
+    return root
+
+
+def test_status_of_a_stopped_pipeline(stopped: Path) -> None:
+    report = status(str(stopped))
+    assert report["pipeline"] == "mixed" and report["driver"] is None
+    assert report["epoch"] == 5
+    procs = report["processors"]
+    assert {n: p["policy"] for n, p in procs.items()} == {
+        "src": "Stateless", "double": "LogOutputs", "eager": "EagerCheckpoint", "lazy": "LazyCheckpoint",
+        "out_eager": "Stateless", "out_lazy": "Stateless",
+    }
+    assert procs["eager"]["frontier"] == 5 and procs["eager"]["last_checkpoint"] == 5
+    assert procs["lazy"]["last_checkpoint"] in (3, 5)  # every 3rd epoch, and a clean stop's
+    assert procs["eager"]["checkpoints"]["count"] >= 1 and procs["eager"]["checkpoints"]["bytes"] > 0
+    assert procs["src"]["source"] and procs["src"]["position"] is not None
+    assert procs["out_eager"]["sink"] and procs["out_eager"]["inputs"] == ["eager.out"]
+    frontiers = report["recovery"]["frontiers"]
+    assert set(frontiers) == set(procs)
+    assert frontiers["eager"] == [procs["eager"]["frontier"]]
+    assert frontiers["lazy"] == [procs["lazy"]["last_checkpoint"]]
+    assert all(report["recovery"]["why"].values())
+    text = render(report)
+    assert "LazyCheckpoint" in text and "recovery would choose" in text and "lazy" in text
+
+
+def test_status_names_the_driver_holding_the_root(stopped: Path) -> None:
+    with RootLock(stopped):
+        assert f"pid {os.getpid()}" in (driver_holding(str(stopped)) or "")
+        assert f"pid {os.getpid()}" in str(status(str(stopped))["driver"])
+    assert driver_holding(str(stopped)) is None
+
+
+def test_inspect_an_epoch_and_a_processor(stopped: Path) -> None:
+    epoch = inspect(str(stopped), "5")
+    assert {r["processor"] for r in epoch["records"]} >= {"eager", "double", "src"}
+    assert any(f["kind"] == "state" and f["of"] == "eager" and f["bytes"] > 0 for f in epoch["files"])
+    proc = inspect(str(stopped), "eager")
+    assert proc["policy"] == "EagerCheckpoint" and proc["records"]
+    assert all(Path(f["path"]).exists() for f in proc["files"])
+    with pytest.raises(StorageError, match="no processor 'nope'"):
+        inspect(str(stopped), "nope")
+    with pytest.raises(StorageError, match="epoch 99 has no records"):
+        inspect(str(stopped), "99")
+
+
+def test_the_command_line(stopped: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-m", "falkirk.cli", "status", str(stopped), "--json"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["epoch"] == 5
+    out = subprocess.run([sys.executable, "-m", "falkirk.cli", "inspect", str(stopped), "lazy"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and json.loads(out.stdout)["processor"] == "lazy"
+    out = subprocess.run([sys.executable, "-m", "falkirk.cli", "status", str(tmp_path / "none")], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "no pipeline has run" in out.stderr
