@@ -21,18 +21,8 @@ import sys
 from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.graph import GlobalCheckpoints
-from falkirk.runtime import Engine, RunReport
-
-
-def print_progress(epoch: int, seconds: float, report: RunReport) -> None:
-    last = report.checkpoints[-1] if report.checkpoints else None
-    ckpt = f"{last[0]}@{last[1]} ({last[2]})" if last else "none yet"
-    rate = report.last_records / seconds if seconds > 0 else 0.0
-    print(
-        f"epoch {epoch:4d} | {report.last_records:7d} records in {seconds:5.2f} s = {rate:8.0f} records/s "
-        f"| last checkpoint {ckpt} | epochs in flight {report.in_flight}",
-        flush=True,
-    )
+from falkirk.ops.progress import Progress
+from falkirk.runtime import Engine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,13 +37,18 @@ def main(argv: list[str] | None = None) -> int:
         help="aligned barrier checkpoints of the whole pipeline every K epochs (Wallaroo) instead of per-processor policies",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
-    parser.add_argument("--progress", action="store_true", help="print a line per epoch")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
+    parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         checkpoints = GlobalCheckpoints(every=args.global_checkpoints) if args.global_checkpoints is not None else None
         pipeline = build_pipeline(args.input, args.output, args.rejected, files_per_epoch=args.files_per_epoch, checkpoints=checkpoints)
-        Engine(pipeline, args.storage, on_epoch=print_progress if args.progress else None).run()
+        with Progress("clickstream", live=None if args.progress else False) as progress:
+            if args.progress:
+                progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
+            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui)
+            engine.run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ import sys
 
 from falkirk.demo.redis_postgres import build_pipeline
 from falkirk.exceptions import FalkirkError
+from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine
 
 
@@ -37,11 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--idle-exit", type=float, default=5.0, help="exit after this many seconds without new entries")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
+    parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table)
-        Engine(pipeline, args.storage).run(idle_timeout=args.idle_exit, poll_interval=0.2)
+        with Progress("redis_to_postgres", live=None if args.progress else False) as progress:
+            if args.progress:
+                progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
+            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui)
+            engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
     except FalkirkError as exc:
         print(f"redis_to_postgres: error: {exc}", file=sys.stderr)
         return 2

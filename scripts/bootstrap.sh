@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything Falkirk needs on a fresh Debian machine into ./.venv.
-# Idempotent: re-running it only checks.
+# Idempotent: re-running it only checks. --browser also installs Debian's Chromium
+# and ChromeDriver, for the dashboard's browser test (scripts/test.sh asks for them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+browser=0
+[ "${1:-}" = "--browser" ] && browser=1
 
 need_apt=()
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
@@ -15,6 +18,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   need_apt+=(postgresql)
+fi
+# Graphviz draws the dataflow on the live dashboard (Engine(ui=...)).
+if ! command -v dot >/dev/null 2>&1; then
+  need_apt+=(graphviz)
+fi
+if [ "$browser" = 1 ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
+  need_apt+=(chromium chromium-driver)
 fi
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "bootstrap: Python >= 3.11 is required, found $(python3 --version 2>&1)" >&2

@@ -2,7 +2,7 @@
 # Installs what is needed, then runs the linters and the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --browser
 echo "== ruff =="
 .venv/bin/ruff check src tests bench examples
 echo "== mypy (strict on falkirk.time and falkirk.recovery) =="

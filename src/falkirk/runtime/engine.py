@@ -43,13 +43,15 @@ from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator, operator_for
 from falkirk.recovery import Topology
 from falkirk.runtime import garbage, rollback
+from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
 from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.epochs import EPOCHS
+from falkirk.runtime.epochs import EPOCHS, epoch_of
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
+from falkirk.runtime.telemetry import Telemetry
 from falkirk.spark.errors import as_storage_error
 from falkirk.spark.session import spark_session
 from falkirk.storage import MetaStore, RootLock, StorageError, StoredFile
@@ -86,6 +88,7 @@ class Engine:
         on_epoch: Callable[[int, float, RunReport], None] | None = None,
         max_in_flight: int = 2,
         lease_timeout: float = 10.0,
+        ui: str | None = None,
     ) -> None:
         pipeline.check()
         if max_in_flight < 1:
@@ -122,6 +125,17 @@ class Engine:
         self._barrier_time = 0.0
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
+        #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
+        #: JSON status and Prometheus metrics, served while :meth:`run` runs.
+        self.ui = parse_address(ui) if ui is not None else None
+        self.telemetry: Telemetry | None = None
+        if self.ui is not None:
+            self.telemetry = Telemetry(
+                pipeline.name,
+                {p.name: (p.kind, p.policy.name) for p in pipeline.processors.values()},
+                [(i.src, q.name) for _, i, q, _ in pipeline.edges()],
+            )
+        self.dashboard: Dashboard | None = None
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -164,6 +178,16 @@ class Engine:
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         self._idle = (idle_timeout, poll_interval)
+        if self.ui is not None and self.telemetry is not None:
+            self.dashboard = Dashboard(self.telemetry, describe(self.pipeline, self.identity, self.topology), *self.ui)
+            self.dashboard.start()
+        try:
+            return self._run_locked(max_epochs, standby, on_standby)
+        finally:
+            if self.dashboard is not None:
+                self.dashboard.stop()
+
+    def _run_locked(self, max_epochs: int | None, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         # The metadata directory's lock, and for a file: URI root the lock of the
         # directory it names too: the same root spelled as a path is held by it.
         locks = [RootLock(d) for d in dict.fromkeys([self.meta_dir, *self._local_root()])]
@@ -242,6 +266,7 @@ class Engine:
                 store=store,
                 ledger=Ledger(self.pipeline, self.topology, store),
                 report=self.report,
+                telemetry=self.telemetry,
             )
             self._start()  # refuses a root written by another pipeline
             store.describe(self.pipeline.name, describe(self.pipeline, self.identity, self.topology))
@@ -302,7 +327,13 @@ class Engine:
                     self._failed = set(self.pipeline.processors)
                 failed = frozenset(self._failed)
                 self._failed = set()
+                started = time.perf_counter()
                 rollback.recover_partial(state, failed, work.epoch)
+                if self.telemetry is not None:
+                    self.telemetry.failed(sorted(failed), work.epoch)
+                    self.telemetry.recovered(
+                        time.perf_counter() - started, "rollback", dict(state.frontier), dict(self.report.recovery_reasons)
+                    )
                 epoch = min(state.frontier.values()) + 1
                 self._last_barrier = min(self._last_barrier, epoch - 1)
 
@@ -369,7 +400,12 @@ class Engine:
         stored = state.store.checkpoints(self.topology)
         state.frontier = {p: 0 for p in self.pipeline.processors}
         if any(stored.values()):
+            started = time.perf_counter()
             rollback.recover(state, {p: [s.meta for s in ss] for p, ss in stored.items()})
+            if self.telemetry is not None:
+                self.telemetry.recovered(
+                    time.perf_counter() - started, "restart", dict(self.report.recovered or {}), dict(self.report.recovery_reasons)
+                )
         else:  # nothing committed: whatever a sink pre-committed is in doubt
             for p in self.pipeline.processors.values():
                 if p.spec.sink:
@@ -391,6 +427,8 @@ class Engine:
         if files:
             crash_point("gc.before")  # their records are forgotten durably; files still there
             self.state.delete(files)
+            if self.telemetry is not None:
+                self.telemetry.collected(len(files), sum(f.size for f in files))
 
     def _edges(self) -> None:
         """Act on the monitor's decisions at the edges, once the commits behind them
@@ -429,5 +467,11 @@ class Engine:
             self.report.step_seconds.setdefault(name, []).append(seconds)
             self.report.step_finished.setdefault(name, []).append(work.step_finished[name])
         self.report.last_records = work.records
+        if self.telemetry is not None:
+            self.telemetry.committed(epoch, time.perf_counter() - work.started, work.rows(self.pipeline), work.ran)
+            marks = state.ledger.monitor.low_watermarks
+            self.telemetry.frontiers(
+                dict(state.frontier), {p: epoch if f.is_top else epoch_of(f) for p, f in marks.items()}
+            )
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)

@@ -28,9 +28,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
 
-from falkirk.graph import AtBarriers, FullHistory, GraphError, Processor
+from falkirk.graph import AtBarriers, FullHistory, GraphError, Pipeline, Processor
 from falkirk.operators import Step
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
@@ -84,6 +85,24 @@ class EpochWork:
     writes: list[Future[None]] = field(default_factory=list)
     #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
     barrier: bool = False
+    #: Row counts of each processor's outputs, observed as Spark computes them
+    #: (only with telemetry: no extra Spark job).
+    observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
+
+    def rows(self, pipeline: Pipeline) -> dict[str, int]:
+        """Rows each processor emitted (a sink: received), where Spark has computed
+        them by now."""
+        done: dict[tuple[str, str], int] = {}
+        for output, o in self.observed.items():
+            if o._jo is not None and o._jo.future().isCompleted():
+                done[output] = int(o.get.get("rows", 0))
+        counted: dict[str, int] = {}
+        for (name, _), n in done.items():
+            counted[name] = counted.get(name, 0) + n
+        for p in pipeline.processors.values():
+            if p.spec.sink and all((i.src, i.port) in done for i in p.inputs):
+                counted[p.name] = sum(done[(i.src, i.port)] for i in p.inputs)
+        return counted
 
 
 class EpochRunner:
@@ -193,6 +212,10 @@ class EpochRunner:
             )
         operator = state.operators[p.name]
         for port, df in operator.step(step).items():
+            if state.telemetry is not None:
+                observation = Observation(f"{p.name}.{port} e{epoch}")
+                df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+                work.observed[(p.name, port)] = observation
             if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                 df = self._keep(work, df)
             outputs[(p.name, port)] = df
@@ -260,7 +283,10 @@ class EpochRunner:
         batch.logs.append((key, epoch, files))
 
     def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch, barrier: bool) -> None:
+        started = time.perf_counter()
         files = write_parquet(rows, self.state.area("checkpoints", name), f"e{epoch}-{kind}", self.state.fs)
+        if self.state.telemetry is not None:
+            self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
         if barrier:
             crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
         batch.state.append((name, epoch, kind, files))

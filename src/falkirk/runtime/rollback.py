@@ -64,6 +64,7 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
         f = plan.frontiers[p.name]
         e = epoch if f.is_top else epoch_of(f)
         chosen[p.name] = None if f.is_top else e
+        state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
         logger.info(
             "partial recovery failed=%s processor=%s frontier=%r why=%s",
             sorted(failed),

@@ -23,6 +23,7 @@ from falkirk.recovery import Topology
 from falkirk.runtime import garbage
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.report import RunReport
+from falkirk.runtime.telemetry import Telemetry
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem
@@ -45,6 +46,8 @@ class RunState:
     report: RunReport
     frontier: dict[str, int] = field(default_factory=dict)
     restored: dict[str, int] = field(default_factory=dict)
+    #: Live figures for the dashboard (None: the engine runs without one).
+    telemetry: Telemetry | None = None
     _verified: set[str] = field(default_factory=set)
 
     @property

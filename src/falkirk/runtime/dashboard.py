@@ -1,0 +1,179 @@
+"""The live dashboard a running engine serves (``Engine(..., ui="127.0.0.1:8050")``).
+
+* ``/``: the dataflow drawn by Graphviz with every processor shaded by its
+  fault-tolerance policy (as in the Falkirk Wheel paper's Figure 1) and its live epoch
+  and rate written in its box; a table of per-processor figures (epoch, frontier, last
+  checkpoint, low-watermark, state size, records/s); the last recovery's chosen
+  frontiers with the solver's reason for each; a timeline of epochs, checkpoints,
+  garbage collection, failures and recoveries. The page polls ``/api/status`` every
+  second and loads nothing from outside the engine.
+* ``/api/status``: JSON, ``{"pipeline", "epoch" (last committed), "processors":
+  {name: {"policy", "kind", "epoch", "frontier", "last_checkpoint", "low_watermark",
+  "state_bytes", "records", "records_per_second"}}, "edges", "last_recovery",
+  "timeline"}``.
+* ``/api/graph.svg``: the drawing alone. ``/metrics``: Prometheus metrics (see
+  :mod:`falkirk.runtime.telemetry`).
+
+Served by uvicorn (Starlette) on a background thread for as long as ``run()`` runs;
+bound to 127.0.0.1 unless another host is given. Drawing needs Graphviz's ``dot``
+(Debian package ``graphviz``, installed by ``scripts/bootstrap.sh``); without it the
+page says so and shows everything else.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import shutil
+import subprocess
+import threading
+import time
+from importlib import resources
+from typing import Any
+
+import uvicorn
+from prometheus_client import make_asgi_app
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from falkirk.graph import GraphError
+from falkirk.runtime.telemetry import Telemetry
+
+logger = logging.getLogger(__name__)
+
+#: Fill colour of each policy in the drawing (and the page's legend).
+POLICY_COLOURS = {
+    "Stateless": "#e8e8e8",
+    "LogOutputs": "#b9d7f0",
+    "LazyCheckpoint": "#cfe8c0",
+    "EagerCheckpoint": "#7cc47c",
+    "FullHistory": "#f5d38a",
+    "AtBarriers": "#d9b3e6",
+}
+OTHER_COLOUR = "#ffffff"
+
+
+def parse_address(ui: str) -> tuple[str, int]:
+    """``"PORT"`` (on 127.0.0.1) or ``"HOST:PORT"``; port 0 picks a free one."""
+    host, _, port = ui.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise GraphError(f"ui={ui!r}: give 'PORT' or 'HOST:PORT' (e.g. '127.0.0.1:8050'; port 0 picks a free one)")
+    return host or "127.0.0.1", number
+
+
+def graph_dot(description: dict[str, Any]) -> str:
+    """The pipeline as Graphviz DOT: one box per processor (id ``proc-NAME``), filled
+    by policy, with a third label line the page fills with live figures."""
+    lines = [
+        "digraph falkirk {",
+        '  rankdir=LR; bgcolor="transparent";',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, margin="0.15,0.06"];',
+        '  edge [color="#666666", arrowsize=0.7];',
+    ]
+    for name, info in description["processors"].items():
+        fill = POLICY_COLOURS.get(info["policy"], OTHER_COLOUR)
+        label = "\\n".join([_dot(name), _dot(f"{info['kind']} · {info['policy']}"), "epoch 0000 · 00000 rows/s"])
+        lines.append(f'  "{_dot(name)}" [id="proc-{_dot(name)}", label="{label}", fillcolor="{fill}"];')
+    for edge in description["topology"]["edges"].values():
+        lines.append(f'  "{_dot(edge["src"])}" -> "{_dot(edge["dst"])}";')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def render_svg(dot_source: str) -> str:
+    """SVG from Graphviz's ``dot``; raises :class:`FileNotFoundError` without it."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise FileNotFoundError("Graphviz's dot is not installed (Debian package graphviz; scripts/bootstrap.sh installs it)")
+    done = subprocess.run([dot, "-Tsvg"], input=dot_source.encode(), capture_output=True, timeout=30, check=True)
+    svg = done.stdout.decode()
+    return svg[svg.index("<svg") :]  # without the XML prologue: inlined in the page
+
+
+class Dashboard:
+    """The HTTP server of one engine's dashboard (see the module docstring)."""
+
+    def __init__(self, telemetry: Telemetry, description: dict[str, Any], host: str, port: int) -> None:
+        self.telemetry = telemetry
+        self.description = description
+        self.host = host
+        self.port = port
+        self._svg: str | None = None
+        self._svg_error: str | None = None
+        app = Starlette(
+            routes=[
+                Route("/", self._page),
+                Route("/api/status", self._status),
+                Route("/api/graph.svg", self._graph),
+                Mount("/metrics", app=make_asgi_app(registry=telemetry.registry)),
+            ]
+        )
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Serve on a background thread; returns once the port is open (and, for port
+        0, :attr:`port` is the one chosen)."""
+        self._thread = threading.Thread(target=self._server.run, name="falkirk-dashboard", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise GraphError(f"the dashboard could not listen on {self.host}:{self.port} (in use? give another ui=)")
+            time.sleep(0.02)
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        logger.warning("falkirk dashboard at %s", self.url)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # -- endpoints ---------------------------------------------------------------------
+
+    async def _status(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.telemetry.status())
+
+    async def _graph(self, request: Request) -> Response:
+        svg = self._drawing()
+        if svg is None:
+            return Response(self._svg_error or "no drawing", status_code=503, media_type="text/plain")
+        return Response(svg, media_type="image/svg+xml")
+
+    async def _page(self, request: Request) -> HTMLResponse:
+        svg = self._drawing()
+        drawing = svg if svg is not None else f'<p class="error">No drawing: {html.escape(self._svg_error or "")}</p>'
+        legend = "".join(
+            f'<span class="swatch" style="background:{colour}"></span>{html.escape(policy)} '
+            for policy, colour in POLICY_COLOURS.items()
+        )
+        page = resources.files("falkirk.runtime").joinpath("dashboard.html").read_text(encoding="utf-8")
+        page = page.replace("{{pipeline}}", html.escape(self.telemetry.pipeline))
+        page = page.replace("{{legend}}", legend).replace("{{drawing}}", drawing)
+        return HTMLResponse(page)
+
+    def _drawing(self) -> str | None:
+        if self._svg is None and self._svg_error is None:
+            try:
+                self._svg = render_svg(graph_dot(self.description))
+            except (OSError, subprocess.SubprocessError) as exc:
+                self._svg_error = str(exc)
+                logger.warning("dashboard: %s", exc)
+        return self._svg

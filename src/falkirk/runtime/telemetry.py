@@ -1,0 +1,165 @@
+"""What a running engine reports about itself: live per-processor figures, a timeline
+of events, and Prometheus metrics (the dashboard serves all three).
+
+Created by the engine when it runs with a dashboard (``Engine(ui=...)``); every
+method is called by the engine and is thread-safe. Nothing here changes what the
+engine computes or persists.
+
+Metrics (one registry per engine, served at ``/metrics``):
+
+* ``falkirk_epochs_committed_total``
+* ``falkirk_records_total{processor}``: rows each processor emitted
+* ``falkirk_epoch_seconds`` (histogram): planning to commit of an epoch
+* ``falkirk_checkpoint_seconds`` (histogram) and ``falkirk_checkpoint_bytes{processor}``
+  (the last keyed-state checkpoint's size)
+* ``falkirk_recovery_seconds`` (histogram): restarts and in-process rollbacks
+* ``falkirk_garbage_collected_bytes_total``
+* ``falkirk_end_to_end_latency_seconds`` (histogram): from the moment an epoch's
+  input was planned to the moment its output was committed
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+#: Events kept for the timeline.
+TIMELINE = 500
+
+
+@dataclass
+class ProcessorView:
+    """One processor as the dashboard shows it."""
+
+    kind: str
+    policy: str
+    #: The last epoch this processor committed.
+    epoch: int = 0
+    #: Its latest committed rollback point (↓epoch), as the monitor knows it.
+    frontier: int = 0
+    last_checkpoint: int | None = None
+    #: The monitor's low-watermark: nothing at or below it is needed by a recovery.
+    low_watermark: int = 0
+    #: Bytes of its last keyed-state checkpoint (None: it keeps no checkpoints).
+    state_bytes: int | None = None
+    records: int = 0
+    records_per_second: float = 0.0
+
+
+class Telemetry:
+    """Live figures, timeline and metrics of one engine (see the module docstring)."""
+
+    def __init__(self, pipeline: str, processors: dict[str, tuple[str, str]], edges: list[tuple[str, str]]) -> None:
+        """``processors``: name -> (kind, policy); ``edges``: (src, dst) pairs."""
+        self.pipeline = pipeline
+        self.edges = edges
+        self._lock = threading.Lock()
+        self.processors = {n: ProcessorView(kind, policy) for n, (kind, policy) in processors.items()}
+        self.epoch = 0
+        self.started = time.time()
+        self.events: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
+        self.last_recovery: dict[str, Any] | None = None
+        self.registry = CollectorRegistry()
+        self.epochs_committed = Counter("falkirk_epochs_committed", "Epochs committed", registry=self.registry)
+        self.records = Counter("falkirk_records", "Rows each processor emitted", ["processor"], registry=self.registry)
+        self.epoch_seconds = Histogram(
+            "falkirk_epoch_seconds", "Seconds from an epoch's planning to its commit", buckets=_SECONDS, registry=self.registry
+        )
+        self.checkpoint_seconds = Histogram(
+            "falkirk_checkpoint_seconds", "Seconds to write a keyed-state checkpoint", buckets=_SECONDS, registry=self.registry
+        )
+        self.checkpoint_bytes = Gauge(
+            "falkirk_checkpoint_bytes", "Bytes of the last keyed-state checkpoint", ["processor"], registry=self.registry
+        )
+        self.recovery_seconds = Histogram(
+            "falkirk_recovery_seconds", "Seconds a recovery took (restart or rollback)", buckets=_SECONDS, registry=self.registry
+        )
+        self.garbage_bytes = Counter(
+            "falkirk_garbage_collected_bytes", "Bytes of logs and checkpoints deleted as garbage", registry=self.registry
+        )
+        self.latency = Histogram(
+            "falkirk_end_to_end_latency_seconds",
+            "Seconds from an epoch's input being planned to its output being committed",
+            buckets=_SECONDS,
+            registry=self.registry,
+        )
+        for name in processors:
+            self.records.labels(name)
+
+    def event(self, kind: str, detail: str, epoch: int | None = None, seconds: float | None = None) -> None:
+        with self._lock:
+            self.events.append({"time": time.time(), "kind": kind, "epoch": epoch, "detail": detail, "seconds": seconds})
+
+    # -- called by the engine -----------------------------------------------------------
+
+    def committed(self, epoch: int, seconds: float, rows: dict[str, int], ran: list[str]) -> None:
+        """Epoch ``epoch`` committed after ``seconds`` (planning to commit); ``rows``:
+        rows each processor emitted in it (where counted)."""
+        self.epochs_committed.inc()
+        self.epoch_seconds.observe(seconds)
+        self.latency.observe(seconds)
+        with self._lock:
+            self.epoch = max(self.epoch, epoch)
+            for name in ran:
+                view = self.processors[name]
+                view.epoch = epoch
+                n = rows.get(name)
+                if n is not None:
+                    view.records += n
+                    view.records_per_second = n / seconds if seconds > 0 else 0.0
+        for name, n in rows.items():
+            self.records.labels(name).inc(n)
+        self.event("epoch", f"epoch {epoch} committed", epoch, seconds)
+
+    def frontiers(self, frontier: dict[str, int], low_watermarks: dict[str, int]) -> None:
+        with self._lock:
+            for name, f in frontier.items():
+                self.processors[name].frontier = f
+            for name, w in low_watermarks.items():
+                self.processors[name].low_watermark = w
+
+    def checkpoint(self, processor: str, epoch: int, kind: str, seconds: float, size: int) -> None:
+        self.checkpoint_seconds.observe(seconds)
+        self.checkpoint_bytes.labels(processor).set(size)
+        with self._lock:
+            view = self.processors[processor]
+            view.last_checkpoint = max(view.last_checkpoint or 0, epoch)
+            view.state_bytes = size
+        self.event("checkpoint", f"{processor}: {kind} checkpoint of epoch {epoch} ({size} bytes)", epoch, seconds)
+
+    def collected(self, files: int, size: int) -> None:
+        self.garbage_bytes.inc(size)
+        self.event("gc", f"{files} files ({size} bytes) collected")
+
+    def failed(self, processors: list[str], epoch: int) -> None:
+        self.event("failure", f"{', '.join(sorted(processors))} failed after epoch {epoch}", epoch)
+
+    def recovered(self, seconds: float, kind: str, frontiers: dict[str, int], why: dict[str, str]) -> None:
+        """A recovery (``kind``: "restart" or "rollback") chose ``frontiers``; ``why``
+        is the solver's explanation per processor (what bounded each)."""
+        self.recovery_seconds.observe(seconds)
+        with self._lock:
+            self.last_recovery = {"kind": kind, "time": time.time(), "seconds": seconds, "frontiers": frontiers, "why": why}
+        chosen = ", ".join(f"{p}→{e}" for p, e in sorted(frontiers.items()))
+        self.event("recovery", f"{kind}: {chosen}", None, seconds)
+
+    # -- read by the dashboard ----------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The ``/api/status`` document."""
+        with self._lock:
+            return {
+                "pipeline": self.pipeline,
+                "epoch": self.epoch,
+                "started": self.started,
+                "processors": {n: asdict(v) for n, v in self.processors.items()},
+                "edges": [list(e) for e in self.edges],
+                "last_recovery": self.last_recovery,
+                "timeline": list(self.events)[-100:],
+            }

@@ -1,0 +1,184 @@
+"""The live dashboard, end to end: a pipeline runs with ``Engine(ui=...)`` while the
+tests read ``/api/status`` and ``/metrics`` over HTTP and load the page in Debian's
+headless Chromium (through its ChromeDriver): the graph shows every processor, the
+figures move while epochs commit, an in-process failure shows up as a recovery with
+the solver's reasons, and screenshots are saved and checked."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.graph import EagerCheckpoint, GraphError, LazyCheckpoint, LogOutputs, Pipeline
+from falkirk.io import MemorySink, keyed_generator
+from falkirk.runtime import Engine
+from falkirk.runtime.dashboard import parse_address
+
+PROCESSORS = {"src", "double", "eager", "lazy", "out_eager", "out_lazy"}
+METRICS = [
+    "falkirk_epochs_committed_total",
+    'falkirk_records_total{processor="eager"}',
+    "falkirk_epoch_seconds_bucket",
+    "falkirk_checkpoint_seconds_bucket",
+    'falkirk_checkpoint_bytes{processor="eager"}',
+    "falkirk_recovery_seconds_count",
+    "falkirk_garbage_collected_bytes_total",
+    "falkirk_end_to_end_latency_seconds_bucket",
+]
+
+
+class Running:
+    """An engine running in a thread with its dashboard on a free port; each epoch
+    waits ``pause`` seconds so that a test sees it in progress; ``agg`` fails once
+    after epoch 4."""
+
+    def __init__(self, spark: SparkSession, root: Path, epochs: int = 28, pause: float = 0.2) -> None:
+        p = Pipeline("dash")
+        src = p.source("src", keyed_generator(batches=epochs, rows_per_batch=200, keys=20, seed=5))
+        logged = src.map("double", lambda df: df.withColumn("value", df["value"] * 2), policy=LogOutputs())
+        logged.aggregate("eager", "key", {"n": ("count", None)}, policy=EagerCheckpoint()).sink("out_eager", MemorySink())
+        logged.aggregate("lazy", "key", {"s": ("sum", "value")}, policy=LazyCheckpoint(every=4)).sink("out_lazy", MemorySink())
+        failed: list[int] = []
+
+        def on_epoch(epoch: int, _s: float, _r: object) -> None:
+            if epoch == 4 and not failed:
+                failed.append(epoch)
+                self.engine.fail("lazy")
+            time.sleep(pause)
+
+        self.engine = Engine(p, root, spark=spark, ui="127.0.0.1:0", on_epoch=on_epoch)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while self.engine.dashboard is None or not self.engine.dashboard._server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), f"no dashboard: {self.error}"
+            time.sleep(0.05)
+        self.url = self.engine.dashboard.url
+
+    def _run(self) -> None:
+        try:
+            self.engine.run()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+            return response.read().decode()
+
+    def status(self) -> dict:
+        return json.loads(self.get("/api/status"))
+
+    def wait_for(self, predicate, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.status()
+            if predicate(s):
+                return s
+            assert time.monotonic() < deadline, f"timed out; last status: {s}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.thread.join(timeout=300)
+        assert self.error is None, self.error
+
+
+@pytest.fixture
+def running(spark: SparkSession, tmp_path: Path) -> Iterator[Running]:
+    r = Running(spark, tmp_path / "state")
+    yield r
+    r.stop()
+
+
+def test_status_json_and_metrics_while_a_pipeline_runs(running: Running) -> None:
+    first = running.wait_for(lambda s: s["epoch"] >= 2)
+    assert first["pipeline"] == "dash" and isinstance(first["epoch"], int)
+    assert set(first["processors"]) == PROCESSORS
+    eager = first["processors"]["eager"]
+    assert eager["policy"] == "EagerCheckpoint" and isinstance(eager["records_per_second"], float)
+    assert eager["last_checkpoint"] is not None and eager["state_bytes"] > 0
+    later = running.wait_for(lambda s: s["epoch"] >= first["epoch"] + 2)
+    assert later["processors"]["src"]["records"] > first["processors"]["src"]["records"]
+    assert later["processors"]["src"]["records_per_second"] > 0
+    recovered = running.wait_for(lambda s: s["last_recovery"] is not None)
+    assert recovered["last_recovery"]["kind"] == "rollback"
+    assert set(recovered["last_recovery"]["why"]) == PROCESSORS
+    assert any(e["kind"] == "failure" for e in recovered["timeline"])
+    assert any(e["kind"] == "checkpoint" for e in recovered["timeline"])
+    metrics = running.get("/metrics")
+    for name in METRICS:
+        assert name in metrics, name
+    svg = html.unescape(running.get("/api/graph.svg"))
+    assert all(f'id="proc-{p}"' in svg for p in PROCESSORS)
+
+
+@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Debian's chromium-driver: bash scripts/bootstrap.sh --browser")
+def test_the_page_in_a_real_browser(running: Running, tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1300", f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        driver.get(running.url)
+        for p in PROCESSORS:  # the graph draws every processor, shaded by policy
+            node = driver.find_element(By.ID, f"proc-{p}")
+            assert node.find_element(By.TAG_NAME, "path").get_attribute("fill") not in (None, "none")
+        epoch = lambda: int(driver.find_element(By.ID, "epoch").text or -1)  # noqa: E731
+        deadline = time.monotonic() + 60
+        while epoch() < 1:
+            assert time.monotonic() < deadline, "the page never showed an epoch"
+            time.sleep(0.2)
+        seen = epoch()
+        shot1 = tmp_path / "dashboard-1.png"
+        driver.save_screenshot(str(shot1))
+        deadline = time.monotonic() + 60
+        while epoch() <= seen + 1:  # the values update while the pipeline runs
+            assert time.monotonic() < deadline, "the page's epoch did not move"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while not driver.find_elements(By.CSS_SELECTOR, "#recovery table tbody tr"):
+            assert time.monotonic() < deadline, "the recovery never showed"
+            time.sleep(0.2)
+        rows = driver.find_elements(By.CSS_SELECTOR, "#recovery table tbody tr")
+        assert {r.find_elements(By.TAG_NAME, "td")[0].text for r in rows} == PROCESSORS
+        live = driver.find_element(By.ID, "proc-eager").find_elements(By.TAG_NAME, "text")[-1].text
+        assert live.startswith("epoch ") and "rows/s" in live
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#processors tbody tr")) == len(PROCESSORS)
+        shot2 = tmp_path / "dashboard-2.png"
+        driver.save_screenshot(str(shot2))
+        keep = os.environ.get("FALKIRK_SCREENSHOT")  # docs/dashboard.png is made this way
+        if keep:
+            shutil.copy(shot2, keep)
+    finally:
+        driver.quit()
+    for shot in (shot1, shot2):
+        data = shot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert (width, height) == (1400, 1300) or width >= 1000
+        assert len(data) > 30_000  # a drawn page, not a blank one (a blank 1400x1300 PNG is ~10 KB)
+    assert shot1.read_bytes() != shot2.read_bytes()
+
+
+def test_ui_addresses() -> None:
+    assert parse_address("8050") == ("127.0.0.1", 8050)
+    assert parse_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
+    with pytest.raises(GraphError, match="HOST:PORT"):
+        parse_address("localhost:http")
