@@ -9,10 +9,12 @@ aggregate (count/sum per key; the one that fails is ``agg``). Configurations,
 interleaved in every round: ``none`` (stateful processors persist nothing: the
 baseline), ``lazy5`` (LazyCheckpoint(every=5)), ``eager`` (EagerCheckpoint),
 ``global1``, ``global5``, ``global20`` (GlobalCheckpoints(every=K)). For each: the
-run's time (overhead against ``none``), and after one stateful processor fails once
-after epoch ``--fail-at`` (an in-process failure: its state is lost), the epochs and
-records processed again and the extra time the failure cost. Medians over ``--runs``
-rounds; results in ``bench/results/global_checkpoints.csv``.
+run's time (overhead against ``none``, within each round), and after one stateful
+processor fails once after epoch ``--fail-at`` (an in-process failure: its state is
+lost), the epochs and records processed again, the seconds the rollback itself took
+(choosing frontiers, restoring state: ``RunReport.recovery_seconds``) and the extra
+wall time the failure cost in all (rollback plus re-processing). Medians over
+``--runs`` rounds; results in ``bench/results/global_checkpoints.csv``.
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ def run(spark: Any, workload: str, config: str, args: argparse.Namespace, fail_a
     seconds = time.perf_counter() - started
     shutil.rmtree(work, ignore_errors=True)
     replayed = len(report.epochs) - args.epochs  # epochs committed more than once
+    rollback = sum(report.recovery_seconds)
     rows = args.rows if workload == "w2" else args.sessions * 7 // 2  # W1: ~3.5 events per session
-    return {"seconds": seconds, "epochs_again": replayed, "records_again": replayed * rows}
+    return {"seconds": seconds, "epochs_again": replayed, "records_again": replayed * rows, "rollback_seconds": rollback}
 
 
 def main() -> None:
@@ -121,19 +124,21 @@ def main() -> None:
                     f" with a failure {failing[config][-1]['seconds']:.1f} s",
                     flush=True,
                 )
-        base = statistics.median(clean["none"])
-        for config in CONFIGS:
-            t = statistics.median(clean[config])
-            with_failure = statistics.median(f["seconds"] for f in failing[config])
-            rows.append({
-                "workload": workload,
-                "config": config,
-                "seconds": round(t, 2),
-                "overhead_vs_none": round(t / base - 1, 3),
-                "epochs_again_after_failure": statistics.median(f["epochs_again"] for f in failing[config]),
-                "records_again_after_failure": statistics.median(f["records_again"] for f in failing[config]),
-                "failure_cost_seconds": round(with_failure - t, 2),
-            })
+        for config in CONFIGS:  # ratios and differences within a round, then the median
+            overhead = [clean[config][r] / clean["none"][r] - 1 for r in range(args.runs)]
+            cost = [failing[config][r]["seconds"] - clean[config][r] for r in range(args.runs)]
+            rows.append(
+                {
+                    "workload": workload,
+                    "config": config,
+                    "seconds": round(statistics.median(clean[config]), 2),
+                    "overhead_vs_none": round(statistics.median(overhead), 3),
+                    "epochs_again_after_failure": statistics.median(f["epochs_again"] for f in failing[config]),
+                    "records_again_after_failure": statistics.median(f["records_again"] for f in failing[config]),
+                    "rollback_seconds": round(statistics.median(f["rollback_seconds"] for f in failing[config]), 2),
+                    "failure_cost_seconds": round(statistics.median(cost), 2),
+                }
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -329,6 +329,7 @@ class Engine:
                 self._failed = set()
                 started = time.perf_counter()
                 rollback.recover_partial(state, failed, work.epoch)
+                self.report.recovery_seconds.append(time.perf_counter() - started)
                 if self.telemetry is not None:
                     self.telemetry.failed(sorted(failed), work.epoch)
                     self.telemetry.recovered(
@@ -402,6 +403,7 @@ class Engine:
         if any(stored.values()):
             started = time.perf_counter()
             rollback.recover(state, {p: [s.meta for s in ss] for p, ss in stored.items()})
+            self.report.recovery_seconds.append(time.perf_counter() - started)
             if self.telemetry is not None:
                 self.telemetry.recovered(
                     time.perf_counter() - started, "restart", dict(self.report.recovered or {}), dict(self.report.recovery_reasons)

@@ -21,6 +21,9 @@ class RunReport:
     in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+    #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a
+    #: restart's first, then one per in-process rollback.
+    recovery_seconds: list[float] = field(default_factory=list)
     #: Seconds each processor's step took per committed epoch, persisting included.
     #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
     #: also pays for computing the stateless steps before it.
