@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,46 @@ def test_status_names_the_driver_holding_the_root(stopped: Path) -> None:
     assert driver_holding(str(stopped)) is None
 
 
+def test_probing_the_driver_never_makes_a_starting_driver_fail(stopped: Path) -> None:
+    """Adversarial review: the probe took a shared lock for an instant, and a driver
+    starting in that instant was refused ("in use"). It now only reads the kernel's
+    lock table."""
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            driver_holding(str(stopped))
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        for _ in range(300):
+            with RootLock(stopped):
+                pass
+    finally:
+        stop.set()
+        prober.join()
+
+
+def test_global_checkpoints_report_the_last_commit_not_the_last_barrier(spark: SparkSession, tmp_path: Path) -> None:
+    from falkirk.graph import GlobalCheckpoints
+
+    p = Pipeline("g", checkpoints=GlobalCheckpoints(every=3))
+    src = p.source("src", keyed_generator(batches=5, rows_per_batch=20, keys=3, seed=1))
+    src.aggregate("agg", "key", {"n": ("count", None)}).sink("out", MemorySink())
+
+    def crash_after_5(epoch: int, _s: float, _r: object) -> None:
+        if epoch == 5:  # a driver dying here: no final barrier
+            raise RuntimeError("crash")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        Engine(p, tmp_path / "state", spark=spark, on_epoch=crash_after_5).run()
+    report = status(str(tmp_path / "state"))
+    assert report["epoch"] == 5
+    assert report["processors"]["agg"]["frontier"] == 3  # the last barrier
+    assert report["recovery"]["frontiers"]["agg"] == [3]
+
+
 def test_inspect_an_epoch_and_a_processor(stopped: Path) -> None:
     epoch = inspect(str(stopped), "5")
     assert {r["processor"] for r in epoch["records"]} >= {"eager", "double", "src"}
@@ -77,6 +118,10 @@ def test_inspect_an_epoch_and_a_processor(stopped: Path) -> None:
         inspect(str(stopped), "nope")
     with pytest.raises(StorageError, match="epoch 99 has no records"):
         inspect(str(stopped), "99")
+    with pytest.raises(StorageError, match="numbered from 1"):
+        inspect(str(stopped), "-1")
+    with pytest.raises(StorageError, match="no processor '²'"):
+        inspect(str(stopped), "²")
 
 
 def test_the_command_line(stopped: Path, tmp_path: Path) -> None:

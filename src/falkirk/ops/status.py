@@ -10,9 +10,9 @@ would follow, with the solver's explanation of every frontier. Needs no Spark.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -43,26 +43,51 @@ def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
 
 
 def driver_holding(storage: str) -> str | None:
-    """Who holds the root's lock (a running driver), or None. Probes the lock with a
-    shared request that is released at once."""
+    """Who holds the root's lock (a running driver), or None. Never touches the lock
+    itself (a probe could make a starting driver find it taken): on Linux the kernel's
+    table of locks (``/proc/locks``) says whether any process holds it; elsewhere, whether
+    the process the lock file names is alive on this host."""
     path = Path(storage.removeprefix("file://")) / LOCK_NAME
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                owner = json.loads(os.pread(fd, 4096, 0) or b"{}")
-                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
-                return f"pid {owner['pid']} on {owner['host']} (since {since})"
-            except (ValueError, KeyError, TypeError):
-                return "a driver"
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        st = os.stat(path)
+        owner = json.loads(path.read_bytes() or b"{}")
+    except FileNotFoundError:
         return None
-    finally:
-        os.close(fd)
+    except ValueError:
+        owner = {}
+    held = _flock_held(st)
+    if held is None:  # no /proc/locks: judge by the recorded process
+        held = owner.get("host") == socket.gethostname() and _alive(owner.get("pid"))
+    if not held:
+        return None
+    try:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
+        return f"pid {owner['pid']} on {owner['host']} (since {since})"
+    except (KeyError, TypeError, ValueError):
+        return "a driver"
+
+
+def _flock_held(st: os.stat_result) -> bool | None:
+    """Whether some process holds a ``flock`` on the file ``st`` describes, from
+    ``/proc/locks`` (None where there is no such table)."""
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(line.split()[1:2] == ["FLOCK"] and device in line.split() for line in table.splitlines())
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _files(files: tuple[StoredFile, ...] | list[StoredFile]) -> int:
@@ -73,7 +98,7 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
     """Everything ``falkirk status`` shows, as JSON-ready data (see the module docstring).
 
     Keys: ``storage``, ``pipeline``, ``identity``, ``global_checkpoints``, ``driver``
-    (the lock holder or None), ``epoch`` (the last epoch committed anywhere),
+    (the lock holder or None), ``epoch`` (the epoch of the latest commit),
     ``processors`` (per processor: kind, policy, inputs, ``frontier`` = latest
     committed rollback point, ``rollback_points``, ``last_checkpoint`` and keyed
     ``checkpoints`` kept with their bytes, ``logs`` kept with their bytes, ``sink_epochs``
@@ -123,13 +148,14 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
             }
         else:
             recovery = {"frontiers": {}, "why": {}, "table": "nothing committed yet: a start begins at epoch 1"}
+        committed = store.committed_epoch()
         return {
             "storage": storage,
             "pipeline": description["pipeline"],
             "identity": description["identity"],
             "global_checkpoints": description["global_checkpoints"],
             "driver": driver_holding(storage) if not is_uri(storage) or storage.startswith("file://") else None,
-            "epoch": last,
+            "epoch": committed if committed is not None else last,
             "processors": processors,
             "recovery": recovery,
         }
@@ -147,8 +173,10 @@ def inspect(storage: str, what: str, metadata_dir: str | None = None) -> dict[st
             raise StorageError(f"{storage} has no pipeline description; run the pipeline once with this version")
         topology = parse_scenario(description["topology"]).topology
         stored = store.checkpoints(topology)
-        if what.isdigit():
+        if what.lstrip("-").isascii() and what.lstrip("-").isdigit():
             epoch = int(what)
+            if epoch < 1:
+                raise StorageError(f"epoch {epoch}: epochs are numbered from 1")
             records, files = [], []
             for p, ss in stored.items():
                 for s in ss:

@@ -23,8 +23,10 @@ page says so and shows everything else.
 from __future__ import annotations
 
 import html
+import ipaddress
 import logging
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -56,15 +58,30 @@ OTHER_COLOUR = "#ffffff"
 
 
 def parse_address(ui: str) -> tuple[str, int]:
-    """``"PORT"`` (on 127.0.0.1) or ``"HOST:PORT"``; port 0 picks a free one."""
-    host, _, port = ui.rpartition(":")
-    try:
-        number = int(port)
-    except ValueError:
-        number = -1
+    """``"PORT"`` (on 127.0.0.1), ``"HOST:PORT"`` or ``"[IPv6]:PORT"``; port 0 picks a
+    free one. The host must resolve (checked now, not when the server starts)."""
+    if ui.startswith("["):
+        host, _, rest = ui[1:].partition("]")
+        port = rest.removeprefix(":") if rest.startswith(":") else "-1"
+    else:
+        host, _, port = ui.rpartition(":")
+        if ":" in host:
+            raise GraphError(f"ui={ui!r}: write an IPv6 address in brackets, e.g. '[::1]:8050'")
+    number = int(port) if port.isascii() and port.isdigit() else -1
     if not 0 <= number <= 65535:
         raise GraphError(f"ui={ui!r}: give 'PORT' or 'HOST:PORT' (e.g. '127.0.0.1:8050'; port 0 picks a free one)")
-    return host or "127.0.0.1", number
+    host = host or "127.0.0.1"
+    try:
+        found = socket.getaddrinfo(host, number, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise GraphError(f"ui={ui!r}: host {host!r} is not an address of this machine or a name that resolves ({exc})") from exc
+    if not all(ipaddress.ip_address(str(f[4][0]).split("%")[0]).is_loopback for f in found):
+        logger.warning(
+            "falkirk dashboard on %s: reachable from other machines, without authentication "
+            "(it shows the pipeline's structure and figures, and changes nothing)",
+            host,
+        )
+    return host, number
 
 
 def graph_dot(description: dict[str, Any]) -> str:
@@ -121,10 +138,13 @@ class Dashboard:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+        #: Set once the server listens and :attr:`port` is the real one.
+        self.ready = threading.Event()
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> None:
         """Serve on a background thread; returns once the port is open (and, for port
@@ -134,11 +154,15 @@ class Dashboard:
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise GraphError(f"the dashboard could not listen on {self.host}:{self.port} (in use? give another ui=)")
+                raise GraphError(
+                    f"the dashboard could not listen on {self.url.removeprefix('http://')}: the port is in use or "
+                    "the host is not an address of this machine; give another ui="
+                )
             time.sleep(0.02)
         sockets = [s for server in self._server.servers for s in server.sockets]
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
+        self.ready.set()
         logger.warning("falkirk dashboard at %s", self.url)
 
     def stop(self) -> None:

@@ -134,8 +134,11 @@ class Engine:
                 pipeline.name,
                 {p.name: (p.kind, p.policy.name) for p in pipeline.processors.values()},
                 [(i.src, q.name) for _, i, q, _ in pipeline.edges()],
+                sinks=[p.name for p in pipeline.processors.values() if p.spec.sink],
             )
         self.dashboard: Dashboard | None = None
+        #: Committed epochs whose row counts Spark has not reported yet (telemetry).
+        self._counting: list[EpochWork] = []
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -268,13 +271,18 @@ class Engine:
                 report=self.report,
                 telemetry=self.telemetry,
             )
+            self._counting = []
             self._start()  # refuses a root written by another pipeline
+            if self.telemetry is not None:
+                self.telemetry.restored(store.committed_epoch() or 0)
+            self._frontiers()
             store.describe(self.pipeline.name, describe(self.pipeline, self.identity, self.topology))
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
             self._loop(pool, max_epochs)
             self._collect(self.state.ledger.flush())
+            self._count(wait=2.0)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
@@ -424,6 +432,37 @@ class Engine:
 
     # -- one epoch ------------------------------------------------------------------------
 
+    def _frontiers(self) -> None:
+        """Hand the telemetry every processor's frontier and low-watermark."""
+        if self.telemetry is not None:
+            state = self.state
+            monitor = state.ledger.monitor
+            last = max(state.frontier.values(), default=0)
+            points = {
+                p: max((epoch_of(m.frontier) for m in monitor.available(p) if not m.frontier.is_top), default=0)
+                for p in state.frontier
+            }
+            marks = {p: last if f.is_top else epoch_of(f) for p, f in monitor.low_watermarks.items()}
+            self.telemetry.frontiers(dict(state.frontier), points, marks)
+
+    def _count(self, wait: float = 0.0) -> None:
+        """Hand the telemetry the row counts Spark has reported since the last call
+        (waiting up to ``wait`` seconds for late ones: the end of a run)."""
+        if self.telemetry is None:
+            return
+        deadline = time.monotonic() + wait
+        while True:
+            for work in list(self._counting):
+                rows = work.new_rows(self.pipeline)
+                if rows:
+                    self.telemetry.counted(work.epoch, work.seconds, rows)
+                if not work.counting:
+                    self._counting.remove(work)
+            del self._counting[: max(0, len(self._counting) - 50)]  # never reported: forget
+            if not self._counting or time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
     def _collect(self, files: list[StoredFile]) -> None:
         """Delete garbage whose records a durable commit forgot."""
         if files:
@@ -443,6 +482,8 @@ class Engine:
                 crash_point("sink.release")
                 self.state.operators[name].release_output(upto)
                 self._released[name] = upto
+                if self.telemetry is not None:
+                    self.telemetry.released(name, upto)
         for name in ledger.sources:
             upto, offsets = ledger.to_acknowledge(name, self._acknowledged.get(name, 0))
             if upto > self._acknowledged.get(name, 0):
@@ -470,10 +511,10 @@ class Engine:
             self.report.step_finished.setdefault(name, []).append(work.step_finished[name])
         self.report.last_records = work.records
         if self.telemetry is not None:
-            self.telemetry.committed(epoch, time.perf_counter() - work.started, work.rows(self.pipeline), work.ran)
-            marks = state.ledger.monitor.low_watermarks
-            self.telemetry.frontiers(
-                dict(state.frontier), {p: epoch if f.is_top else epoch_of(f) for p, f in marks.items()}
-            )
+            work.seconds = time.perf_counter() - work.started
+            self.telemetry.committed(epoch, work.seconds, work.ran)
+            self._frontiers()
+            self._counting.append(work)
+            self._count()
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)

@@ -74,6 +74,8 @@ class EpochWork:
     offsets: dict[str, Offsets]
     started: float
     records: int = 0
+    #: Input records per source (counted from the offsets, no Spark job), when asked.
+    source_records: dict[str, int] = field(default_factory=dict)
     #: Logged outputs that receivers which rolled back read instead of recomputing.
     logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
     batch: CommitBatch = field(default_factory=CommitBatch)
@@ -86,23 +88,42 @@ class EpochWork:
     #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
     barrier: bool = False
     #: Row counts of each processor's outputs, observed as Spark computes them
-    #: (only with telemetry: no extra Spark job).
+    #: (only with telemetry: no extra Spark job). Spark reports an observation after
+    #: its job, sometimes after the epoch commits: counts are taken as they arrive.
+    #: They are what Spark reported for the output's first computation: exact for
+    #: sources (counted from offsets), approximate for the others (Spark's observed
+    #: metrics can report part of an output, e.g. under a downstream ``limit``).
     observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
+    #: Counts of observations that have arrived, and processors already counted.
+    arrived: dict[tuple[str, str], int] = field(default_factory=dict)
+    counted: set[str] = field(default_factory=set)
+    #: Seconds from planning to commit (set at the commit).
+    seconds: float = 0.0
 
-    def rows(self, pipeline: Pipeline) -> dict[str, int]:
-        """Rows each processor emitted (a sink: received), where Spark has computed
-        them by now."""
-        done: dict[tuple[str, str], int] = {}
-        for output, o in self.observed.items():
+    def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
+        """Rows each processor emitted (a sink: received) in this epoch, for the
+        processors whose counts have all arrived since the last call."""
+        for output, o in list(self.observed.items()):
             if o._jo is not None and o._jo.future().isCompleted():
-                done[output] = int(o.get.get("rows", 0))
-        counted: dict[str, int] = {}
-        for (name, _), n in done.items():
-            counted[name] = counted.get(name, 0) + n
+                self.arrived[output] = int(o.get.get("rows", 0))
+                del self.observed[output]
+        waiting = {name for name, _ in self.observed}
+        rows: dict[str, int] = {n: k for n, k in self.source_records.items() if n not in self.counted}
+        for (name, _), n in self.arrived.items():
+            if name not in waiting and name not in self.counted:
+                rows[name] = rows.get(name, 0) + n
+        known = {**self.arrived, **{(name, "out"): n for name, n in self.source_records.items()}}
         for p in pipeline.processors.values():
-            if p.spec.sink and all((i.src, i.port) in done for i in p.inputs):
-                counted[p.name] = sum(done[(i.src, i.port)] for i in p.inputs)
-        return counted
+            inputs = [(i.src, i.port) for i in p.inputs]
+            if p.spec.sink and p.name not in self.counted and inputs and all(i in known for i in inputs):
+                rows[p.name] = sum(known[i] for i in inputs)
+        self.counted |= set(rows)
+        return rows
+
+    @property
+    def counting(self) -> bool:
+        """Whether some of this epoch's counts have not arrived yet."""
+        return bool(self.observed)
 
 
 class EpochRunner:
@@ -127,12 +148,13 @@ class EpochRunner:
         work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier)
         if barrier:
             crash_point("barrier.injected")  # the barrier is decided; no snapshot written yet
-        if count:
-            work.records = sum(
-                state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
+        if count or state.telemetry is not None:
+            work.source_records = {
+                name: state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
                 for name, o in offsets.items()
                 if o is not None and epoch > state.restored[name]
-            )
+            }
+            work.records = sum(work.source_records.values())
         for p in state.order:
             self.gates[(p.name, epoch)] = Gate()
             if epoch > state.restored[p.name]:
@@ -212,7 +234,7 @@ class EpochRunner:
             )
         operator = state.operators[p.name]
         for port, df in operator.step(step).items():
-            if state.telemetry is not None:
+            if state.telemetry is not None and not p.spec.source:  # sources: counted from offsets
                 observation = Observation(f"{p.name}.{port} e{epoch}")
                 df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
                 work.observed[(p.name, port)] = observation

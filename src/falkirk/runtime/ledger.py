@@ -132,6 +132,7 @@ class Ledger:
             else:
                 logger.info("global checkpoint committed epoch=%d processors=%d", epoch, len(records))
         batch.checkpoints = [(m, []) for m in records]
+        batch.epoch = epoch
         batch.forget, self.pending = self.pending, Forget()
         crash_point("commit.before")
         deletable = self.store.commit(batch)

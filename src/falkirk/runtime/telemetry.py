@@ -15,7 +15,12 @@ Metrics (one registry per engine, served at ``/metrics``):
 * ``falkirk_recovery_seconds`` (histogram): restarts and in-process rollbacks
 * ``falkirk_garbage_collected_bytes_total``
 * ``falkirk_end_to_end_latency_seconds`` (histogram): from the moment an epoch's
-  input was planned to the moment its output was committed
+  input was planned to the moment every sink released its output (no recovery can
+  take it back any more)
+
+Row counts are per epoch: an epoch replayed after a rollback is not counted again.
+They are the rows Spark computed of each output (a ``limit`` downstream computes,
+and so counts, fewer).
 """
 
 from __future__ import annotations
@@ -55,10 +60,19 @@ class ProcessorView:
 class Telemetry:
     """Live figures, timeline and metrics of one engine (see the module docstring)."""
 
-    def __init__(self, pipeline: str, processors: dict[str, tuple[str, str]], edges: list[tuple[str, str]]) -> None:
-        """``processors``: name -> (kind, policy); ``edges``: (src, dst) pairs."""
+    def __init__(
+        self, pipeline: str, processors: dict[str, tuple[str, str]], edges: list[tuple[str, str]], sinks: list[str]
+    ) -> None:
+        """``processors``: name -> (kind, policy); ``edges``: (src, dst) pairs;
+        ``sinks``: the processors whose release makes an epoch's output final."""
         self.pipeline = pipeline
         self.edges = edges
+        self.sinks = sinks
+        #: (processor, epoch) already counted: a replay is not counted twice.
+        self._counted: set[tuple[str, int]] = set()
+        #: When each epoch not yet released everywhere was planned (time.time()).
+        self._planned: dict[int, float] = {}
+        self._released: dict[str, int] = {s: 0 for s in sinks}
         self._lock = threading.Lock()
         self.processors = {n: ProcessorView(kind, policy) for n, (kind, policy) in processors.items()}
         self.epoch = 0
@@ -98,28 +112,56 @@ class Telemetry:
 
     # -- called by the engine -----------------------------------------------------------
 
-    def committed(self, epoch: int, seconds: float, rows: dict[str, int], ran: list[str]) -> None:
-        """Epoch ``epoch`` committed after ``seconds`` (planning to commit); ``rows``:
-        rows each processor emitted in it (where counted)."""
+    def restored(self, epoch: int) -> None:
+        """The run starts after a commit of ``epoch`` (0: a fresh root)."""
+        with self._lock:
+            self.epoch = epoch
+
+    def committed(self, epoch: int, seconds: float, ran: list[str]) -> None:
+        """Epoch ``epoch`` committed after ``seconds`` (planning to commit)."""
         self.epochs_committed.inc()
         self.epoch_seconds.observe(seconds)
-        self.latency.observe(seconds)
         with self._lock:
-            self.epoch = max(self.epoch, epoch)
+            self.epoch = epoch
             for name in ran:
-                view = self.processors[name]
-                view.epoch = epoch
-                n = rows.get(name)
-                if n is not None:
-                    view.records += n
-                    view.records_per_second = n / seconds if seconds > 0 else 0.0
-        for name, n in rows.items():
-            self.records.labels(name).inc(n)
+                self.processors[name].epoch = epoch
+            self._planned.setdefault(epoch, time.time() - seconds)
         self.event("epoch", f"epoch {epoch} committed", epoch, seconds)
 
-    def frontiers(self, frontier: dict[str, int], low_watermarks: dict[str, int]) -> None:
+    def counted(self, epoch: int, seconds: float, rows: dict[str, int]) -> None:
+        """Rows each processor emitted in ``epoch`` (which took ``seconds``), as Spark
+        reported them; an epoch counted before (a replay) is not counted again."""
         with self._lock:
-            for name, f in frontier.items():
+            fresh = {n: k for n, k in rows.items() if (n, epoch) not in self._counted}
+            self._counted |= {(n, epoch) for n in fresh}
+            for name, n in fresh.items():
+                view = self.processors[name]
+                view.records += n
+                view.records_per_second = n / seconds if seconds > 0 else 0.0
+            if len(self._counted) > 100_000:  # bounded: replays reach back far less
+                self._counted = {(n, e) for n, e in self._counted if e > epoch - 1000}
+        for name, n in fresh.items():
+            self.records.labels(name).inc(n)
+
+    def released(self, sink: str, upto: int) -> None:
+        """``sink`` released its output up to ``upto``: epochs every sink released are
+        final, and their end-to-end latency is observed."""
+        now = time.time()
+        with self._lock:
+            self._released[sink] = max(self._released.get(sink, 0), upto)
+            final = min(self._released.values(), default=upto)
+            done = sorted(e for e in self._planned if e <= final)
+            latencies = [now - self._planned.pop(e) for e in done]
+        for latency in latencies:
+            self.latency.observe(latency)
+
+    def frontiers(self, epochs: dict[str, int], points: dict[str, int], low_watermarks: dict[str, int]) -> None:
+        """Per processor: the last epoch it committed, its latest rollback point and
+        its low-watermark."""
+        with self._lock:
+            for name, e in epochs.items():
+                self.processors[name].epoch = e
+            for name, f in points.items():
                 self.processors[name].frontier = f
             for name, w in low_watermarks.items():
                 self.processors[name].low_watermark = w

@@ -77,6 +77,11 @@ CREATE TABLE IF NOT EXISTS state_files (
     crc INTEGER NOT NULL,
     PRIMARY KEY (processor, epoch)
 );
+CREATE TABLE IF NOT EXISTS progress (
+    name TEXT NOT NULL PRIMARY KEY,
+    value INTEGER NOT NULL,
+    crc INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS pipeline (
     name TEXT NOT NULL PRIMARY KEY,
     description TEXT NOT NULL,
@@ -99,6 +104,7 @@ _COLUMNS = {
     "state_files": ("processor", "epoch", "kind", "files"),
     "sink_commits": ("sink", "epoch", "files"),
     "pipeline": ("name", "description"),
+    "progress": ("name", "value"),
 }
 
 
@@ -153,6 +159,8 @@ class CommitBatch:
     state: list[tuple[str, int, str, Sequence[StoredFile]]] = field(default_factory=list)
     #: Records forgotten in the same transaction.
     forget: Forget = field(default_factory=Forget)
+    #: The epoch this commit completes (None: a commit of records only, e.g. a rollback's).
+    epoch: int | None = None
 
 
 def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
@@ -273,6 +281,8 @@ class MetaStore:
             self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
             self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?)", rows_logs)
             self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?)", rows_state)
+            if batch.epoch is not None:
+                self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", _row("committed_epoch", batch.epoch))
             self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             self._db.execute("ROLLBACK")
@@ -311,6 +321,14 @@ class MetaStore:
                 return None  # schema 2, opened read-only
             raise
         return json.loads(rows[0]["description"]) if rows else None
+
+    def committed_epoch(self) -> int | None:
+        """The epoch of the latest commit (None: none yet, or a root written by an
+        older Falkirk)."""
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'progress'").fetchone():
+            return None  # schema 2, opened read-only
+        rows = self._select("progress", "name = 'committed_epoch'")
+        return int(rows[0]["value"]) if rows else None
 
     def forget(self, forget: Forget) -> list[StoredFile]:
         """Forget records in one transaction of their own (a rollback's undoing);
