@@ -79,6 +79,7 @@ def _scenarios(args: argparse.Namespace) -> int:
 def _warm_up(args: argparse.Namespace) -> int:
     from falkirk import warmup
 
+    print("falkirk: building the JVM's class-data sharing archive (once; ~30 s if not built yet)...", file=sys.stderr, flush=True)
     built = warmup.build()
     print(f"falkirk: class-data sharing archive: {built or 'none (Spark starts without it)'}")
     return 0
@@ -88,6 +89,7 @@ def _verify(args: argparse.Namespace) -> int:
     from falkirk.storage.filesystem import filesystem_for, is_uri
     from falkirk.storage.verify import verify_root
 
+    print(f"falkirk: checking every committed file of {args.storage} against its size and SHA-256...", file=sys.stderr, flush=True)
     spark = None
     if is_uri(args.storage):  # Hadoop filesystems are reached through Spark's JVM
         from falkirk.spark import spark_session
