@@ -90,9 +90,8 @@ class EpochWork:
     #: Row counts of each processor's outputs, observed as Spark computes them
     #: (only with telemetry: no extra Spark job). Spark reports an observation after
     #: its job, sometimes after the epoch commits: counts are taken as they arrive.
-    #: They are what Spark reported for the output's first computation: exact for
-    #: sources (counted from offsets), approximate for the others (Spark's observed
-    #: metrics can report part of an output, e.g. under a downstream ``limit``).
+    #: Sources are counted from their offsets instead; an output a consumer reads
+    #: only part of (a ``limit``) counts what Spark computed of it.
     observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
     #: Counts of observations that have arrived, and processors already counted.
     arrived: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -234,12 +233,15 @@ class EpochRunner:
             )
         operator = state.operators[p.name]
         for port, df in operator.step(step).items():
+            if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
+                df = self._keep(work, df)
             if state.telemetry is not None and not p.spec.source:  # sources: counted from offsets
+                # Observed above the cache, not inside it: every job reading the output
+                # counts all of it, whichever of two concurrent jobs (a log write and a
+                # consumer) computed which cached partitions.
                 observation = Observation(f"{p.name}.{port} e{epoch}")
                 df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
                 work.observed[(p.name, port)] = observation
-            if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
-                df = self._keep(work, df)
             outputs[(p.name, port)] = df
             if p.policy.logs_outputs:
                 key = f"{p.name}.{port}"

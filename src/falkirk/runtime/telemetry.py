@@ -19,8 +19,8 @@ Metrics (one registry per engine, served at ``/metrics``):
   take it back any more)
 
 Row counts are per epoch: an epoch replayed after a rollback is not counted again.
-They are the rows Spark computed of each output (a ``limit`` downstream computes,
-and so counts, fewer).
+A source's come from its offsets; the others are the rows Spark computed of each
+output (exact, unless a consumer reads only part of it, e.g. a ``limit``).
 """
 
 from __future__ import annotations
