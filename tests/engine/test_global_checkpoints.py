@@ -202,11 +202,11 @@ def test_alignment_holds_fast_input_back_and_drops_nothing(spark: SparkSession, 
 
 def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GlobalCheckpoints(seconds=S): a barrier after the first epoch planned S seconds
-    after the previous barrier's, and nothing else is checkpointed. The engine's clock
-    is replaced by one that moves 1 s per reading and stands still on request."""
+    after the previous barrier's, and nothing else is checkpointed. The barrier clock's
+    time is replaced by one that moves 1 s per reading and stands still on request."""
     import types
 
-    import falkirk.runtime.engine as engine_module
+    import falkirk.runtime.barriers as barriers_module
 
     clock = {"now": 0.0, "step": 1.0}
 
@@ -215,7 +215,7 @@ def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path, monkey
         return clock["now"]
 
     fake = types.SimpleNamespace(monotonic=monotonic, perf_counter=time.perf_counter, sleep=time.sleep)
-    monkeypatch.setattr(engine_module, "time", fake)
+    monkeypatch.setattr(barriers_module, "time", fake)
     def checkpoints_of_agg(name: str) -> list[tuple[int, str]]:
         p = Pipeline(name, checkpoints=GlobalCheckpoints(seconds=0.5, compact_every=100))
         (

@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
-from falkirk.recovery import Topology, solve
+from falkirk.recovery import CheckpointMeta, Topology, solve
+from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
 from falkirk.runtime.epochs import epoch_of
 from falkirk.storage import MetaStore, StorageError
 from falkirk.storage.filesystem import StoredFile, is_uri
-from falkirk.storage.lock import LOCK_NAME
+from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
 
 
@@ -50,21 +50,17 @@ def driver_holding(storage: str) -> str | None:
     path = Path(storage.removeprefix("file://")) / LOCK_NAME
     try:
         st = os.stat(path)
-        owner = json.loads(path.read_bytes() or b"{}")
+        recorded = path.read_bytes()
     except FileNotFoundError:
         return None
-    except ValueError:
-        owner = {}
     held = _flock_held(st)
     if held is None:  # no /proc/locks: judge by the recorded process
-        held = owner.get("host") == socket.gethostname() and _alive(owner.get("pid"))
-    if not held:
-        return None
-    try:
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
-        return f"pid {owner['pid']} on {owner['host']} (since {since})"
-    except (KeyError, TypeError, ValueError):
-        return "a driver"
+        try:
+            owner = json.loads(recorded or b"{}")
+        except ValueError:
+            owner = {}
+        held = isinstance(owner, dict) and owner.get("host") == socket.gethostname() and _alive(owner.get("pid"))
+    return RootLock.describe_owner(recorded) if held else None
 
 
 def _flock_held(st: os.stat_result) -> bool | None:
@@ -211,9 +207,7 @@ def _outputs(topology: Topology, processor: str) -> list[str]:
     return sorted({e.name.split(">")[0] for e in topology.outputs(processor)})
 
 
-def _record(meta: Any) -> dict[str, Any]:
-    from falkirk.recovery.codec import checkpoint_to_json
-
+def _record(meta: CheckpointMeta) -> dict[str, Any]:
     return {"frontier": frontier_to_json(meta.frontier), "xi": checkpoint_to_json(meta)}
 
 

@@ -43,15 +43,17 @@ from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator, operator_for
 from falkirk.recovery import Topology
 from falkirk.runtime import garbage, rollback
+from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
+from falkirk.runtime.edges import EdgeActions
 from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.epochs import EPOCHS, epoch_of
+from falkirk.runtime.epochs import EPOCHS
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
+from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
-from falkirk.runtime.telemetry import Telemetry
 from falkirk.spark.errors import as_storage_error
 from falkirk.spark.session import spark_session
 from falkirk.storage import MetaStore, RootLock, StorageError, StoredFile
@@ -119,26 +121,15 @@ class Engine:
         self.topology = Topology.build({p: EPOCHS for p in pipeline.processors}, edges)
         self.report = RunReport()
         self._failed: set[str] = set()
-        #: Global checkpoints: the last committed barrier's epoch, and when the last
-        #: barrier was planned.
-        self._last_barrier = 0
-        self._barrier_time = 0.0
+        self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
         #: JSON status and Prometheus metrics, served while :meth:`run` runs.
         self.ui = parse_address(ui) if ui is not None else None
-        self.telemetry: Telemetry | None = None
-        if self.ui is not None:
-            self.telemetry = Telemetry(
-                pipeline.name,
-                {p.name: (p.kind, p.policy.name) for p in pipeline.processors.values()},
-                [(i.src, q.name) for _, i, q, _ in pipeline.edges()],
-                sinks=[p.name for p in pipeline.processors.values() if p.spec.sink],
-            )
+        self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
+        self.observer = Observer(pipeline, self.telemetry)
         self.dashboard: Dashboard | None = None
-        #: Committed epochs whose row counts Spark has not reported yet (telemetry).
-        self._counting: list[EpochWork] = []
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -271,18 +262,15 @@ class Engine:
                 report=self.report,
                 telemetry=self.telemetry,
             )
-            self._counting = []
             self._start()  # refuses a root written by another pipeline
-            if self.telemetry is not None:
-                self.telemetry.restored(store.committed_epoch() or 0)
-            self._frontiers()
+            self.observer.started(self.state)
             store.describe(self.pipeline.name, describe(self.pipeline, self.identity, self.topology))
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
             self._loop(pool, max_epochs)
             self._collect(self.state.ledger.flush())
-            self._count(wait=2.0)
+            self.observer.count(wait=2.0)  # counts Spark reports after the last commit
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
@@ -304,7 +292,7 @@ class Engine:
                 offsets = state.ledger.plan(epoch)
                 if offsets is None:
                     break
-                work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self._barrier_due(epoch))
+                work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))
                 inflight.append((work, pool.submit(self.runner.compute, work)))
                 epoch += 1
                 planned += 1
@@ -335,31 +323,13 @@ class Engine:
                     self._failed = set(self.pipeline.processors)
                 failed = frozenset(self._failed)
                 self._failed = set()
-                started = time.perf_counter()
                 rollback.recover_partial(state, failed, work.epoch)
-                self.report.recovery_seconds.append(time.perf_counter() - started)
-                if self.telemetry is not None:
-                    self.telemetry.failed(sorted(failed), work.epoch)
-                    self.telemetry.recovered(
-                        time.perf_counter() - started, "rollback", dict(state.frontier), dict(self.report.recovery_reasons)
-                    )
+                self.observer.failed(failed, work.epoch)
+                self.observer.recovered(state, "rollback")
                 epoch = min(state.frontier.values()) + 1
-                self._last_barrier = min(self._last_barrier, epoch - 1)
+                self.barriers.rolled_back(epoch - 1)
 
     # -- global checkpoints ----------------------------------------------------------------
-
-    def _barrier_due(self, epoch: int) -> bool:
-        """Whether a global checkpoint's barrier follows ``epoch`` (planned now)."""
-        checkpoints = self.pipeline.checkpoints
-        if checkpoints is None:
-            return False
-        if checkpoints.every is not None:
-            due = epoch % checkpoints.every == 0
-        else:
-            due = time.monotonic() - self._barrier_time >= float(checkpoints.seconds or 0)
-        if due:
-            self._barrier_time = time.monotonic()
-        return due
 
     def _final_barrier(self) -> None:
         """With global checkpoints and nothing in flight: a barrier after the last
@@ -367,12 +337,11 @@ class Engine:
         checkpointed, acknowledged and released (a clean stop, an idle service)."""
         state = self.state
         last = max(state.frontier.values(), default=0)
-        if self.pipeline.checkpoints is None or last <= self._last_barrier:
+        if not self.barriers.final_due(last):
             return
-        self._last_barrier = last
         work = self.runner.snapshot(last)
         self._collect(state.ledger.commit(last, work.batch, work.ran, barrier=True))
-        self._edges()
+        self.edges.act()
         self.report.checkpoints.append(("*", last, "global"))
 
     # -- start and recovery -------------------------------------------------------------
@@ -409,13 +378,8 @@ class Engine:
         stored = state.store.checkpoints(self.topology)
         state.frontier = {p: 0 for p in self.pipeline.processors}
         if any(stored.values()):
-            started = time.perf_counter()
             rollback.recover(state, {p: [s.meta for s in ss] for p, ss in stored.items()})
-            self.report.recovery_seconds.append(time.perf_counter() - started)
-            if self.telemetry is not None:
-                self.telemetry.recovered(
-                    time.perf_counter() - started, "restart", dict(self.report.recovered or {}), dict(self.report.recovery_reasons)
-                )
+            self.observer.recovered(state, "restart")
         else:  # nothing committed: whatever a sink pre-committed is in doubt
             for p in self.pipeline.processors.values():
                 if p.spec.sink:
@@ -423,74 +387,19 @@ class Engine:
         garbage.sweep(self.fs, self.root, state.store)  # work of crashed attempts
         state.ledger.start_monitor()
         rollback.settle(state)
-        self._released: dict[str, int] = {}
-        self._acknowledged: dict[str, int] = {}
-        self._edges()
+        self.edges = EdgeActions(state, self.observer)
+        self.edges.act()
         # After a recovery every processor stands at the last global checkpoint.
-        self._last_barrier = min(state.frontier.values(), default=0)
-        self._barrier_time = time.monotonic()
+        self.barriers.start(min(state.frontier.values(), default=0))
 
     # -- one epoch ------------------------------------------------------------------------
-
-    def _frontiers(self) -> None:
-        """Hand the telemetry every processor's frontier and low-watermark."""
-        if self.telemetry is not None:
-            state = self.state
-            monitor = state.ledger.monitor
-            last = max(state.frontier.values(), default=0)
-            points = {
-                p: max((epoch_of(m.frontier) for m in monitor.available(p) if not m.frontier.is_top), default=0)
-                for p in state.frontier
-            }
-            marks = {p: last if f.is_top else epoch_of(f) for p, f in monitor.low_watermarks.items()}
-            self.telemetry.frontiers(dict(state.frontier), points, marks)
-
-    def _count(self, wait: float = 0.0) -> None:
-        """Hand the telemetry the row counts Spark has reported since the last call
-        (waiting up to ``wait`` seconds for late ones: the end of a run)."""
-        if self.telemetry is None:
-            return
-        deadline = time.monotonic() + wait
-        while True:
-            for work in list(self._counting):
-                rows = work.new_rows(self.pipeline)
-                if rows:
-                    self.telemetry.counted(work.epoch, work.seconds, rows)
-                if not work.counting:
-                    self._counting.remove(work)
-            del self._counting[: max(0, len(self._counting) - 50)]  # never reported: forget
-            if not self._counting or time.monotonic() >= deadline:
-                return
-            time.sleep(0.05)
 
     def _collect(self, files: list[StoredFile]) -> None:
         """Delete garbage whose records a durable commit forgot."""
         if files:
             crash_point("gc.before")  # their records are forgotten durably; files still there
             self.state.delete(files)
-            if self.telemetry is not None:
-                self.telemetry.collected(len(files), sum(f.size for f in files))
-
-    def _edges(self) -> None:
-        """Act on the monitor's decisions at the edges, once the commits behind them
-        are durable: sinks make released epochs visible (``sink.release``), sources
-        acknowledge input no recovery will read again (``source.ack``). Both are
-        idempotent, and redone from the committed metadata after a restart."""
-        ledger = self.state.ledger
-        for name, upto in ledger.released.items():
-            if upto > self._released.get(name, 0):
-                crash_point("sink.release")
-                self.state.operators[name].release_output(upto)
-                self._released[name] = upto
-                if self.telemetry is not None:
-                    self.telemetry.released(name, upto)
-        for name in ledger.sources:
-            upto, offsets = ledger.to_acknowledge(name, self._acknowledged.get(name, 0))
-            if upto > self._acknowledged.get(name, 0):
-                if offsets:
-                    crash_point("source.ack")
-                    self.state.operators[name].acknowledge(offsets)
-                self._acknowledged[name] = upto
+            self.observer.collected(files)
 
     def _commit(self, work: EpochWork) -> None:
         """Commit one computed epoch (main thread, in epoch order), then collect garbage."""
@@ -499,8 +408,8 @@ class Engine:
         state.ledger.check_input(epoch, work.ran)  # input changed while it was read: not committed
         self._collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
         if work.barrier:
-            self._last_barrier = epoch
-        self._edges()
+            self.barriers.last = epoch
+        self.edges.act()
         for name in work.ran:
             state.frontier[name] = epoch
         self.runner.finish(work)
@@ -510,11 +419,6 @@ class Engine:
             self.report.step_seconds.setdefault(name, []).append(seconds)
             self.report.step_finished.setdefault(name, []).append(work.step_finished[name])
         self.report.last_records = work.records
-        if self.telemetry is not None:
-            work.seconds = time.perf_counter() - work.started
-            self.telemetry.committed(epoch, work.seconds, work.ran)
-            self._frontiers()
-            self._counting.append(work)
-            self._count()
+        self.observer.committed(state, work)
         if self.on_epoch:
             self.on_epoch(epoch, time.perf_counter() - work.started, self.report)

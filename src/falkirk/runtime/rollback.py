@@ -9,6 +9,7 @@ log and :class:`~falkirk.runtime.report.RunReport`).
 from __future__ import annotations
 
 import logging
+import time
 
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.operators import Step
@@ -32,7 +33,9 @@ def settle(state: RunState) -> None:
 
 def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None:
     """Recovery after a restart: every processor failed; roll each back to the
-    frontier the solver picks from the committed Ξ records."""
+    frontier the solver picks from the committed Ξ records. Its time goes to the
+    report's ``recovery_seconds``."""
+    started = time.perf_counter()
     plan = solve(state.topology, available)
     state.report.recovered = {}
     undone = Forget()
@@ -50,12 +53,15 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
     state.delete(state.ledger.forget(undone))
     for p in state.keyed:
         restore(state, p, state.frontier[p.name])
+    state.report.recovery_seconds.append(time.perf_counter() - started)
     crash_point("recovery.restored")
 
 
 def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None:
     """Roll back after in-process failures of ``failed`` after ``epoch``: survivors
-    offer ⊤ (their live state), so only what the constraints require goes back."""
+    offer ⊤ (their live state), so only what the constraints require goes back.
+    Its time goes to the report's ``recovery_seconds``."""
+    started = time.perf_counter()
     current = {q.name: state.ledger.live(q, epoch) for q in state.order if q.name not in failed}
     plan = state.ledger.monitor.recover(failed, current)
     chosen: dict[str, int | None] = {}
@@ -80,6 +86,7 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
     state.delete(state.ledger.forget(undone))
     state.report.partial.append((failed, epoch, chosen))
     settle(state)
+    state.report.recovery_seconds.append(time.perf_counter() - started)
 
 
 def _undo_after(state: RunState, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: Forget) -> None:

@@ -36,6 +36,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 #: Events kept for the timeline.
 TIMELINE = 500
+#: Unreleased epochs whose planning time is kept (for the end-to-end latency).
+_UNRELEASED = 10_000
 
 
 @dataclass
@@ -126,6 +128,8 @@ class Telemetry:
             for name in ran:
                 self.processors[name].epoch = epoch
             self._planned.setdefault(epoch, time.time() - seconds)
+            if len(self._planned) > _UNRELEASED:  # a sink that never releases: stay bounded
+                del self._planned[min(self._planned)]
         self.event("epoch", f"epoch {epoch} committed", epoch, seconds)
 
     def counted(self, epoch: int, seconds: float, rows: dict[str, int]) -> None:

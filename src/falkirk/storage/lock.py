@@ -83,8 +83,13 @@ class RootLock:
 
     @staticmethod
     def _holder(fd: int) -> str:
+        return RootLock.describe_owner(os.pread(fd, 4096, 0))
+
+    @staticmethod
+    def describe_owner(recorded: bytes) -> str:
+        """The driver a lock file's contents name: ``pid N on HOST (since ...)``."""
         try:
-            owner = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            owner = json.loads(recorded or b"{}")
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
             return f"pid {owner['pid']} on {owner['host']} (since {since})"
         except (ValueError, KeyError, TypeError):
