@@ -119,6 +119,8 @@ class Engine:
         self.on_epoch = on_epoch
         edges = [(name, i.src, q.name, "identity") for name, i, q, _ in pipeline.edges()]
         self.topology = Topology.build({p: EPOCHS for p in pipeline.processors}, edges)
+        #: What tools read of this pipeline in its storage root (and the dashboard draws).
+        self.description = describe(pipeline, self.identity, self.topology)
         self.report = RunReport()
         self._failed: set[str] = set()
         self.barriers = BarrierClock(pipeline.checkpoints)
@@ -173,7 +175,7 @@ class Engine:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         self._idle = (idle_timeout, poll_interval)
         if self.ui is not None and self.telemetry is not None:
-            self.dashboard = Dashboard(self.telemetry, describe(self.pipeline, self.identity, self.topology), *self.ui)
+            self.dashboard = Dashboard(self.telemetry, self.description, *self.ui)
             self.dashboard.start()
         try:
             return self._run_locked(max_epochs, standby, on_standby)
@@ -264,7 +266,7 @@ class Engine:
             )
             self._start()  # refuses a root written by another pipeline
             self.observer.started(self.state)
-            store.describe(self.pipeline.name, describe(self.pipeline, self.identity, self.topology))
+            store.describe(self.pipeline.name, self.description)
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
