@@ -8,6 +8,7 @@ Pure Python: a :class:`Pipeline` says *what* runs (each processor's typed spec i
 from __future__ import annotations
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.graph.loops import Loop
 from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
@@ -30,6 +31,7 @@ __all__ = [
     "Input",
     "LazyCheckpoint",
     "LogOutputs",
+    "Loop",
     "Pipeline",
     "Policy",
     "Processor",

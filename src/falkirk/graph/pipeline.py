@@ -28,12 +28,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.graph.loops import Loop
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import AtBarriers, GlobalCheckpoints, Policy, Stateless
 from falkirk.graph.specs import (
+    LOOP_POLICIES,
     AggregateSpec,
+    EnterSpec,
     ExchangeSpec,
+    FeedbackSpec,
     JoinSpec,
+    LeaveSpec,
     LookupSpec,
     MapSpec,
     OperatorSpec,
@@ -63,12 +68,15 @@ class Input:
 
 @dataclass(frozen=True)
 class Processor:
-    """One node of the pipeline: its spec (what it does), inputs and policy."""
+    """One node of the pipeline: its spec (what it does), inputs and policy;
+    ``loop`` names the loop it runs in (its times are then ``(epoch, iteration)``),
+    None for a processor of epochs."""
 
     name: str
     spec: OperatorSpec
     inputs: tuple[Input, ...]
     policy: Policy
+    loop: str | None = None
 
     @property
     def kind(self) -> str:
@@ -246,6 +254,24 @@ class Pipeline:
         self.name = name
         self.processors: dict[str, Processor] = {}
         self.checkpoints = checkpoints
+        self.loops: dict[str, Loop] = {}
+
+    def iterate(self, name: str, *, max_iterations: int = 1000) -> Loop:
+        """A loop region (see :mod:`falkirk.graph.loops`): streams enter it with
+        :meth:`Loop.enter`, go around with :meth:`Loop.feedback` and
+        :meth:`Loop.connect`, and leave with :meth:`Loop.leave`. An epoch's
+        iterations end at the first that sends nothing back, or after
+        ``max_iterations``."""
+        if not _NAME.match(name) or name in self.loops:
+            raise GraphError(f"loop name {name!r}: use a new name of letters, digits and underscores")
+        if self.checkpoints is not None:
+            raise GraphError(
+                f"loop {name!r}: pipeline {self.name!r} has global checkpoints, which do not cover loops "
+                "yet; use per-processor policies"
+            )
+        loop = Loop(self, name, max_iterations)
+        self.loops[name] = loop
+        return loop
 
     def source(self, name: str, source: Source) -> Stream:
         """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into
@@ -269,7 +295,12 @@ class Pipeline:
             raise GraphError(f"processor {name!r} is defined twice; give each processor its own name")
         if not isinstance(spec, OperatorSpec):
             raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
-        spec.check_arity(name, len(inputs))
+        if not isinstance(spec, FeedbackSpec):  # a feedback gets its input later (connect)
+            spec.check_arity(name, len(inputs))
+        loop = self._scope(name, spec, inputs)
+        if loop is not None and not isinstance(policy or Stateless(), LOOP_POLICIES):
+            allowed = ", ".join(t.__name__ for t in LOOP_POLICIES)
+            raise GraphError(f"processor {name!r} is in loop {loop!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
         if self.checkpoints is not None:
             if policy is not None and not isinstance(policy, Stateless):
                 raise GraphError(
@@ -286,8 +317,47 @@ class Pipeline:
         for s in inputs:
             if s.pipeline is not self:
                 raise GraphError(f"processor {name!r}: its input comes from another pipeline")
-        self.processors[name] = Processor(name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy)
+        self.processors[name] = Processor(name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop)
         return Stream(self, name, spec.ports[0] if spec.ports else "out")
+
+    def _scope(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream]) -> str | None:
+        """The loop processor ``name`` runs in (None: epochs), checked against its inputs'."""
+        scopes = {self.processors[s.processor].loop for s in inputs if s.processor in self.processors}
+        if isinstance(spec, (EnterSpec, FeedbackSpec, LeaveSpec)):
+            if spec.loop not in self.loops:
+                raise GraphError(f"processor {name!r}: no loop named {spec.loop!r}; make it with Pipeline.iterate")
+            outside = None if isinstance(spec, LeaveSpec) else spec.loop
+            inside = spec.loop if isinstance(spec, LeaveSpec) else None
+            if not isinstance(spec, FeedbackSpec) and scopes != {inside}:
+                where = f"loop {inside!r}" if inside else "the epochs outside any loop (loops do not nest yet)"
+                raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
+            return outside
+        if len(scopes) > 1:
+            raise GraphError(
+                f"processor {name!r} reads streams of different scopes ({sorted(map(str, scopes))}); bring "
+                "a stream into a loop with loop.enter and out of it with loop.leave"
+            )
+        loop = next(iter(scopes), None)
+        if loop is not None and spec.kind in ("join", "lookup"):
+            raise GraphError(
+                f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
+                "epochs); use stateful or aggregate, or join outside the loop"
+            )
+        if loop is not None and (spec.source or spec.sink):
+            raise GraphError(f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r}; take its stream out with loop.leave")
+        return loop
+
+    def connect_feedback(self, loop: str, feedback: Stream, stream: Stream) -> None:
+        """Give the feedback processor of ``feedback`` its input ``stream`` (see
+        :meth:`Loop.connect`)."""
+        fb = self.processors.get(feedback.processor)
+        if fb is None or not isinstance(fb.spec, FeedbackSpec) or fb.spec.loop != loop:
+            raise GraphError(f"loop {loop!r}: {feedback.processor!r} is not a feedback of this loop; make one with loop.feedback")
+        if fb.inputs:
+            raise GraphError(f"feedback {fb.name!r} is connected already")
+        if stream.pipeline is not self or self.processors[stream.processor].loop != loop:
+            raise GraphError(f"feedback {fb.name!r}: connect it to a stream inside loop {loop!r}")
+        self.processors[fb.name] = Processor(fb.name, fb.spec, (Input(stream.processor, stream.port),), fb.policy, fb.loop)
 
     # -- queries used by the runtime ---------------------------------------------------
 
@@ -316,6 +386,14 @@ class Pipeline:
         """Raise :class:`GraphError` if the pipeline cannot run."""
         if not any(p.spec.source for p in self.processors.values()):
             raise GraphError(f"pipeline {self.name!r} has no source; add one with Pipeline.source")
+        for loop in self.loops:
+            kinds = [p.kind for p in self.processors.values() if p.loop == loop or getattr(p.spec, "loop", None) == loop]
+            for kind, how in (("enter", "loop.enter"), ("feedback", "loop.feedback and loop.connect"), ("leave", "loop.leave")):
+                if kind not in kinds:
+                    raise GraphError(f"loop {loop!r} has no {kind}; add one with {how}")
+        for p in self.processors.values():
+            if isinstance(p.spec, FeedbackSpec) and not p.inputs:
+                raise GraphError(f"feedback {p.name!r} is not connected; give it its input with loop.connect")
         for p in self.processors.values():
             writer = getattr(p.spec, "writer", None)
             every = self.checkpoints.every if self.checkpoints is not None else 1

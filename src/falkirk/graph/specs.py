@@ -218,3 +218,41 @@ def keys(name: str, key: str | Sequence[str]) -> tuple[str, ...]:
     if not found or not all(isinstance(k, str) and k for k in found):
         raise GraphError(f"processor {name!r}: key must be a column name or a list of them, got {key!r}")
     return found
+
+
+# -- loops (see falkirk.graph.loops) ----------------------------------------------------
+
+#: Policies a processor inside a loop may use: its times are (epoch, iteration).
+LOOP_POLICIES: tuple[type[Policy], ...] = (Stateless, LogOutputs, LazyCheckpoint, EagerCheckpoint)
+
+
+@dataclass(frozen=True)
+class EnterSpec(OperatorSpec):
+    """Brings an epoch stream into loop ``loop``: epoch e's rows arrive at ``(e, 0)``."""
+
+    kind: ClassVar[str] = "enter"
+    loop: str = ""
+
+
+@dataclass(frozen=True)
+class FeedbackSpec(OperatorSpec):
+    """The back edge of loop ``loop``: the rows its input sends at ``(e, i)`` are
+    delivered at ``(e, i + 1)``. ``schema`` (a DDL string) is the rows' schema: the
+    feedback is read before its input is defined."""
+
+    kind: ClassVar[str] = "feedback"
+    loop: str = ""
+    schema: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema, str) or not self.schema.strip():
+            raise GraphError("feedback: give the rows' schema as a DDL string, e.g. 'vertex long, label long'")
+
+
+@dataclass(frozen=True)
+class LeaveSpec(OperatorSpec):
+    """Takes a stream out of loop ``loop``: the rows of every iteration of epoch e
+    leave as rows of epoch e, once the epoch's iterations are over."""
+
+    kind: ClassVar[str] = "leave"
+    loop: str = ""

@@ -19,6 +19,7 @@ from falkirk.operators.base import Operator, Step
 from falkirk.operators.exchange import ExchangeOperator
 from falkirk.operators.join import JoinOperator
 from falkirk.operators.lookup import LookupOperator
+from falkirk.operators.loop import EnterOperator, FeedbackOperator, LeaveOperator
 from falkirk.operators.map import MapOperator
 from falkirk.operators.sink import SinkOperator
 from falkirk.operators.source import SourceOperator
@@ -40,6 +41,9 @@ OPERATORS: dict[type[OperatorSpec], type[Operator]] = {
         UnionOperator,
         JoinOperator,
         LookupOperator,
+        EnterOperator,
+        FeedbackOperator,
+        LeaveOperator,
     )
 }
 

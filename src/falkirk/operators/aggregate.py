@@ -147,6 +147,6 @@ class AggregateOperator(KeyedOperator):
         return {"out": StructType(fields)}
 
     def step(self, step: Step) -> dict[str, DataFrame]:
-        partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.epoch)
+        partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.version)
         step.wait_previous()
-        return {"out": aggregate_merge(self.state, partials, self.aggregates, step.epoch)}
+        return {"out": aggregate_merge(self.state, partials, self.aggregates, step.version)}

@@ -35,8 +35,10 @@ from pyspark.sql.types import StructType
 from falkirk.graph import GraphError, Processor
 from falkirk.graph.specs import OperatorSpec
 from falkirk.storage import StoredFile
+from falkirk.time.ticks import Tick, ordinal
 
-#: A keyed-state checkpoint chain: (epoch, "base" | "delta", files), oldest first.
+#: A keyed-state checkpoint chain: (version, "base" | "delta", files), oldest first
+#: (a version is the epoch outside loops, the ordinal of a tick inside one).
 Chain = Sequence[tuple[int, str, Sequence[StoredFile]]]
 
 
@@ -61,6 +63,17 @@ class Step:
     wait_previous: Callable[[], None] = _no_wait
     #: Keeps a DataFrame computed once for this epoch (freed when it commits).
     cache: Callable[[DataFrame], DataFrame] = field(default=_keep)
+    #: The step's logical time: the epoch, or ``(epoch, iteration)`` inside a loop.
+    time: Tick | None = None
+    #: The version a keyed operator gives the state this step writes: grows with
+    #: ``time`` (:func:`falkirk.time.ticks.ordinal`; the epoch outside loops).
+    version: int = -1
+
+    def __post_init__(self) -> None:
+        if self.time is None:
+            self.time = self.epoch
+        if self.version < 0:
+            self.version = ordinal(self.time)
 
 
 class Operator:

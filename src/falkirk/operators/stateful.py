@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +32,16 @@ FOUND = "_found"
 
 
 def _plain(series: pd.Series) -> list[Any]:
-    return [None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for v in series]
+    """Plain Python values with None for missing ones (arrays become lists)."""
+    out: list[Any] = []
+    for v in series:
+        if isinstance(v, (list, tuple, np.ndarray)):
+            out.append([x.item() if hasattr(x, "item") else x for x in v])
+        elif v is None or pd.isna(v):
+            out.append(None)
+        else:
+            out.append(v.item() if hasattr(v, "item") else v)
+    return out
 
 
 def stateful_prepare(state: KeyedState, batch: DataFrame, epoch: int) -> DataFrame:
@@ -52,12 +62,16 @@ def stateful_merge(
     epoch: int,
     on_epoch_end: Callable[..., Any] | None = None,
     vectorized: bool = False,
+    *,
+    time: Any = None,
 ) -> DataFrame:
     """The second half: run ``fn(key, rows, state) -> (outputs, new_state)`` for
     every key in ``rows`` (from :func:`stateful_prepare`), or, ``vectorized``,
     ``fn(rows, state)`` once per partition for all its keys, and
-    ``on_epoch_end(key, state, epoch)`` for every other key holding state (see
-    :meth:`falkirk.graph.Stream.stateful`); update the state; return the outputs.
+    ``on_epoch_end(key, state, time)`` for every other key holding state (see
+    :meth:`falkirk.graph.Stream.stateful`); update the state, as version ``epoch``;
+    return the outputs. ``time`` (default ``epoch``) is what ``on_epoch_end`` is
+    told: the epoch, or ``(epoch, iteration)`` inside a loop.
 
     Every row is joined in place with its key's stored state (both sides are
     partitioned by key already: nothing is shuffled; with ``on_epoch_end`` it is a
@@ -82,7 +96,7 @@ def stateful_merge(
         user_key = key[0] if len(key) == 1 else key
         current = stored[values].reset_index(drop=True)
         if on_epoch_end is not None and rows.empty:  # a stored key without new rows
-            outputs, new_state = on_epoch_end(user_key, current, epoch)
+            outputs, new_state = on_epoch_end(user_key, current, epoch if time is None else time)
         else:
             outputs, new_state = fn(user_key, rows.reset_index(drop=True), current)
         # Plain lists with None for missing values: pandas extension dtypes (Int64...)
@@ -188,15 +202,16 @@ class StatefulOperator(KeyedOperator):
         return {"out": self.output_schema}
 
     def step(self, step: Step) -> dict[str, DataFrame]:
-        rows = stateful_prepare(self.state, step.inputs[0], step.epoch)
+        rows = stateful_prepare(self.state, step.inputs[0], step.version)
         step.wait_previous()
         out = stateful_merge(
             self.state,
             rows,
             self.spec.fn,
             self.output_schema,
-            step.epoch,
+            step.version,
             self.spec.on_epoch_end,
             self.spec.vectorized,
+            time=step.time,
         )
         return {"out": out}

@@ -41,25 +41,27 @@ from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator, operator_for
-from falkirk.recovery import Topology
+from falkirk.operators.loop import FeedbackOperator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
 from falkirk.runtime.edges import EdgeActions
 from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.epochs import EPOCHS
+from falkirk.runtime.epochs import topology
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
+from falkirk.runtime.loop import LoopStage
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error
 from falkirk.spark.session import spark_session
-from falkirk.storage import MetaStore, RootLock, StorageError, StoredFile
+from falkirk.storage import CommitBatch, MetaStore, RootLock, StorageError, StoredFile
 from falkirk.storage.filesystem import filesystem_for, is_uri, local_path
 from falkirk.storage.metastore import DB_NAME
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
+from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +119,7 @@ class Engine:
         else:
             self.meta_dir = Path(self.root)
         self.on_epoch = on_epoch
-        edges = [(name, i.src, q.name, "identity") for name, i, q, _ in pipeline.edges()]
-        self.topology = Topology.build({p: EPOCHS for p in pipeline.processors}, edges)
+        self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
         self.description = describe(pipeline, self.identity, self.topology)
         self.report = RunReport()
@@ -270,6 +271,7 @@ class Engine:
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
+            self.loops = LoopStage(self.state, self.runner, self._commit_iteration)
             self._loop(pool, max_epochs)
             self._collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
@@ -359,8 +361,8 @@ class Engine:
         schemas: dict[tuple[str, str], StructType] = {}
         for p in self.pipeline.processors.values():
             operator = operator_for(p, self.spark, self.identity)
-            try:
-                outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs])
+            try:  # a loop's feedback comes before its input: it declares its schema
+                outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs if (i.src, i.port) in schemas])
             except GraphError as exc:
                 raise GraphError(f"processor {p.name!r}: {exc}") from exc
             except Exception as exc:  # pyspark analysis errors: name the processor
@@ -370,6 +372,12 @@ class Engine:
                 raise GraphError(f"internal: operator {p.kind!r} gave no schema for ports {sorted(missing)}")
             schemas.update({(p.name, port): schema for port, schema in outputs.items()})
             operators[p.name] = operator
+        for p in self.pipeline.processors.values():
+            if isinstance(operators[p.name], FeedbackOperator):
+                try:
+                    operators[p.name].check_input(schemas[(p.inputs[0].src, p.inputs[0].port)])  # type: ignore[attr-defined]
+                except GraphError as exc:
+                    raise GraphError(f"feedback {p.name!r}: {exc}") from exc
         self._operators = (operators, schemas)
         return self._operators
 
@@ -396,6 +404,14 @@ class Engine:
 
     # -- one epoch ------------------------------------------------------------------------
 
+    def _commit_iteration(self, work: EpochWork, ticks: dict[str, Tick]) -> None:
+        """Commit one iteration of a loop: what its processors persisted at their
+        ``ticks`` and their Ξ there (see :mod:`falkirk.runtime.loop`)."""
+        crash_point("iteration.written")
+        self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
+        crash_point("iteration.committed")
+        self.edges.act()
+
     def _collect(self, files: list[StoredFile]) -> None:
         """Delete garbage whose records a durable commit forgot."""
         if files:
@@ -404,10 +420,22 @@ class Engine:
             self.observer.collected(files)
 
     def _commit(self, work: EpochWork) -> None:
-        """Commit one computed epoch (main thread, in epoch order), then collect garbage."""
+        """Commit one computed epoch (main thread, in epoch order), then collect garbage.
+        With loops, what a worker computed commits first, then the loops and what
+        follows them run here (:mod:`falkirk.runtime.loop`) and commit the rest."""
         state, epoch = self.state, work.epoch
         crash_point("epoch.computed")
         state.ledger.check_input(epoch, work.ran)  # input changed while it was read: not committed
+        if self.loops.active:
+            self._collect(state.ledger.commit(epoch, work.batch, work.ran, complete=False))
+            self.edges.act()
+            for name in work.ran:
+                state.frontier[name] = epoch
+            work.batch, work.ran = CommitBatch(), []
+            self.loops.run(work)
+            for write in work.writes:
+                write.result()
+            crash_point("loop.computed")
         self._collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
         if work.barrier:
             self.barriers.last = epoch

@@ -33,12 +33,14 @@ from pyspark.sql import functions as F
 
 from falkirk.graph import AtBarriers, FullHistory, GraphError, Pipeline, Processor
 from falkirk.operators import Step
+from falkirk.runtime.epochs import projection_kind
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, StoredFile
+from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 
 
 class EpochAborted(GraphError):
@@ -98,6 +100,8 @@ class EpochWork:
     counted: set[str] = field(default_factory=set)
     #: Seconds from planning to commit (set at the commit).
     seconds: float = 0.0
+    #: Every output computed so far (what the loop stage reads after the worker).
+    outputs: dict[tuple[str, str], DataFrame] = field(default_factory=dict)
 
     def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
         """Rows each processor emitted (a sink: received) in this epoch, for the
@@ -136,6 +140,10 @@ class EpochRunner:
         self.checkpoints = checkpoints
         self.gates: dict[tuple[str, int], Gate] = {}
         self._lock = threading.Lock()
+        #: Processors a worker computes: all but those in or after a loop, which the
+        #: main thread runs (:mod:`falkirk.runtime.loop`).
+        later = after_loops(state.pipeline)
+        self.ahead = [p for p in state.order if p.name not in later]
 
     # -- main thread ----------------------------------------------------------------
 
@@ -154,12 +162,16 @@ class EpochRunner:
                 if o is not None and epoch > state.restored[name]
             }
             work.records = sum(work.source_records.values())
-        for p in state.order:
+        for p in self.ahead:
             self.gates[(p.name, epoch)] = Gate()
-            if epoch > state.restored[p.name]:
+        for p in state.order:
+            if epoch > state.restored[p.name] or p.loop is not None:  # a loop's logs: see runtime/loop.py
                 continue
             for port in p.ports:  # p holds the epoch already: feed receivers that do not
-                if any(epoch > state.restored[q.name] for q in state.pipeline.consumers(p.name, port)):
+                if any(
+                    not state.holds(q, message_time(projection_kind(p, q), epoch))
+                    for q in state.pipeline.consumers(p.name, port)
+                ):
                     files = state.store.logs(f"{p.name}.{port}").get(epoch)
                     if files is None:
                         raise GraphError(
@@ -174,8 +186,8 @@ class EpochRunner:
         for df in work.cached:
             df.unpersist()
         for p in self.state.keyed:
-            self.state.operators[p.name].release(work.epoch)
-        for p in self.state.order:
+            self.state.operators[p.name].release(ordinal(whole_tick(p, work.epoch)))
+        for p in self.ahead:
             self.gates.pop((p.name, work.epoch - 1), None)
 
     # -- worker thread --------------------------------------------------------------
@@ -183,34 +195,55 @@ class EpochRunner:
     def compute(self, work: EpochWork) -> None:
         """Run every step of one epoch (a worker thread; no metadata access)."""
         epoch = work.epoch
-        outputs: dict[tuple[str, str], DataFrame] = {}
         try:
-            for p in self.state.order:
-                if epoch <= self.state.restored[p.name]:  # p holds the epoch already
-                    for (name, port), logged in work.logged.items():
-                        if name == p.name:
-                            outputs[(name, port)] = self.state.read(logged, self.state.schemas[(name, port)])
-                    self.gates[(p.name, epoch)].open()
-                    continue
-                try:
-                    self._run(p, work, [outputs[(i.src, i.port)] for i in p.inputs], outputs)
-                except Exception as exc:
-                    if as_storage_error(exc) is not None:
-                        raise  # a damaged file: the engine names it
-                    known = as_data_error(exc, p.name, epoch) or as_task_error(exc, p.name, epoch)
-                    if known is None:
-                        raise
-                    raise known from exc
+            for p in self.ahead:
+                self.step(p, work)
                 self.gates[(p.name, epoch)].open()
             for write in work.writes:
                 write.result()
         finally:
-            for p in self.state.order:  # never leave a later epoch waiting on a failed one
+            for p in self.ahead:  # never leave a later epoch waiting on a failed one
                 gate = self.gates.get((p.name, epoch))
                 if gate is not None:
                     gate.open(failed=True)  # a no-op for steps that finished
 
-    def _run(self, p: Processor, work: EpochWork, inputs: list[DataFrame], outputs: dict[tuple[str, str], DataFrame]) -> None:
+    def step(self, p: Processor, work: EpochWork) -> None:
+        """Processor ``p``'s step of the epoch (an epoch processor): run, or, when
+        it holds the epoch already, its logged outputs for the receivers that need
+        them. A Spark error is translated into one that names ``p`` and the epoch."""
+        epoch, outputs = work.epoch, work.outputs
+        if epoch <= self.state.restored[p.name]:  # p holds the epoch already
+            for (name, port), logged in work.logged.items():
+                if name == p.name:
+                    outputs[(name, port)] = self.state.read(logged, self.state.schemas[(name, port)])
+            return
+        self.run(p, work, [outputs[(i.src, i.port)] for i in p.inputs])
+
+    def run(
+        self, p: Processor, work: EpochWork, inputs: list[DataFrame], *, tick: Tick | None = None, checkpoint: bool | None = None
+    ) -> None:
+        """Run ``p``'s operator at ``tick`` (default: the epoch) on ``inputs`` into
+        ``work.outputs``, with the logs and checkpoint (``checkpoint``, default: as
+        its policy says for the epoch) its policy asks for."""
+        try:
+            self._run(p, work, inputs, work.outputs, work.epoch if tick is None else tick, checkpoint)
+        except Exception as exc:
+            if as_storage_error(exc) is not None:
+                raise  # a damaged file: the engine names it
+            known = as_data_error(exc, p.name, work.epoch) or as_task_error(exc, p.name, work.epoch)
+            if known is None:
+                raise
+            raise known from exc
+
+    def _run(
+        self,
+        p: Processor,
+        work: EpochWork,
+        inputs: list[DataFrame],
+        outputs: dict[tuple[str, str], DataFrame],
+        tick: Tick,
+        checkpoint: bool | None,
+    ) -> None:
         state, epoch = self.state, work.epoch
         if isinstance(p.policy, FullHistory):
             for k, df in enumerate(inputs):
@@ -218,14 +251,16 @@ class EpochRunner:
                 files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
                 work.batch.logs.append((key, epoch, files))
         started = time.perf_counter()
-        self.label(f"{p.name} e{epoch}")
+        self.label(f"{p.name} {tick_label(tick)}")
         previous = self.gates.get((p.name, epoch - 1))
 
         def wait_previous() -> None:
             if previous is not None:
                 previous.wait(p.name, epoch)
 
-        step = Step(epoch, inputs, offsets=work.offsets.get(p.name), wait_previous=wait_previous, cache=lambda df: self._keep(work, df))
+        step = Step(
+            epoch, inputs, offsets=work.offsets.get(p.name), wait_previous=wait_previous, cache=lambda df: self.keep(work, df), time=tick
+        )
         if p.spec.source and p.name not in work.offsets:
             raise GraphError(
                 f"internal: source {p.name!r} re-reads epoch {epoch}, whose offsets were "
@@ -234,7 +269,7 @@ class EpochRunner:
         operator = state.operators[p.name]
         for port, df in operator.step(step).items():
             if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
-                df = self._keep(work, df)
+                df = self.keep(work, df)
             if state.telemetry is not None and not p.spec.source:  # sources: counted from offsets
                 # Observed above the cache, not inside it: every job reading the output
                 # counts all of it, whichever of two concurrent jobs (a log write and a
@@ -245,13 +280,13 @@ class EpochRunner:
             outputs[(p.name, port)] = df
             if p.policy.logs_outputs:
                 key = f"{p.name}.{port}"
-                self._write_later(work, f"{key} e{epoch}", self._write_log, df, key, epoch, work.batch)
+                self._write_later(work, f"{key} {tick_label(tick)}", self._write_log, df, key, tick, work.batch)
         emitted = operator.emit(step)
         if emitted is not None:
             crash_point("sink.written")
             work.batch.sink_commits.append((p.name, epoch, emitted))
-        if p.spec.keyed and self._checkpoints_now(p, work):
-            self._checkpoint(p, epoch, work)
+        if p.spec.keyed and (self._checkpoints_now(p, work) if checkpoint is None else checkpoint):
+            self.checkpoint(p, tick, work)
         work.step_finished[p.name] = time.perf_counter()
         work.step_seconds[p.name] = work.step_finished[p.name] - started
         work.ran.append(p.name)
@@ -268,30 +303,31 @@ class EpochRunner:
         work = EpochWork(epoch, {}, time.perf_counter(), barrier=True)
         crash_point("barrier.injected")
         for p in self.state.keyed:
-            self._checkpoint(p, epoch, work)
+            self.checkpoint(p, epoch, work)
         for write in work.writes:
             write.result()
         work.ran = [p.name for p in self.state.order]
         return work
 
-    def _keep(self, work: EpochWork, df: DataFrame) -> DataFrame:
+    def keep(self, work: EpochWork, df: DataFrame) -> DataFrame:
+        """``df`` persisted until ``work``'s epoch has committed."""
         kept = df.persist()
         with self._lock:
             work.cached.append(kept)
         return kept
 
-    def _checkpoint(self, p: Processor, epoch: int, work: EpochWork) -> None:
-        """A keyed processor's checkpoint: its rows are fixed now, before the
-        processor's next epoch may change the state, and written in the background."""
-        self.label(f"{p.name}/checkpoint e{epoch}")
+    def checkpoint(self, p: Processor, tick: Tick, work: EpochWork) -> None:
+        """A keyed processor's checkpoint at ``tick``: its rows are fixed now, before
+        the processor's next step may change the state, and written in the background."""
+        self.label(f"{p.name}/checkpoint {tick_label(tick)}")
         base = p.policy.compacts(self.checkpoints[p.name])
-        rows = self.state.operators[p.name].checkpoint(epoch, base)
+        rows = self.state.operators[p.name].checkpoint(ordinal(tick), base)
         kind = "base" if base else "delta"
         self._write_later(
-            work, f"{p.name}/checkpoint e{epoch}", self._write_checkpoint, rows, p.name, epoch, kind, work.batch, work.barrier
+            work, f"{p.name}/checkpoint {tick_label(tick)}", self._write_checkpoint, rows, p.name, tick, kind, work.batch, work.barrier
         )
         self.checkpoints[p.name] += 1
-        self.state.report.checkpoints.append((p.name, epoch, kind))
+        self.state.report.checkpoints.append((p.name, work.epoch, kind))
 
     def _write_later(self, work: EpochWork, label: str, write: Callable[..., None], *args: Any) -> None:
         """Run ``write(*args)`` in the writers' pool, its Spark jobs named ``label``."""
@@ -302,20 +338,47 @@ class EpochRunner:
 
         work.writes.append(self.writers.submit(labelled))
 
-    def _write_log(self, df: DataFrame, key: str, epoch: int, batch: CommitBatch) -> None:
-        files = write_parquet(df, self.state.area("logs", key), f"e{epoch}", self.state.fs)
-        batch.logs.append((key, epoch, files))
+    def _write_log(self, df: DataFrame, key: str, tick: Tick, batch: CommitBatch) -> None:
+        files = write_parquet(df, self.state.area("logs", key), tick_label(tick), self.state.fs)
+        batch.logs.append((key, tick, files))
 
-    def _write_checkpoint(self, rows: DataFrame, name: str, epoch: int, kind: str, batch: CommitBatch, barrier: bool) -> None:
+    def _write_checkpoint(self, rows: DataFrame, name: str, tick: Tick, kind: str, batch: CommitBatch, barrier: bool) -> None:
         started = time.perf_counter()
-        files = write_parquet(rows, self.state.area("checkpoints", name), f"e{epoch}-{kind}", self.state.fs)
+        files = write_parquet(rows, self.state.area("checkpoints", name), f"{tick_label(tick)}-{kind}", self.state.fs)
         if self.state.telemetry is not None:
+            epoch = tick[0] if isinstance(tick, tuple) else tick
             self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
         if barrier:
             crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
-        batch.state.append((name, epoch, kind, files))
+        batch.state.append((name, tick, kind, files))
 
     def label(self, description: str) -> None:
         """Name the Spark jobs this thread starts next (Spark UI, event log,
         ``bench/timings.py``): ``processor eN``."""
         self.state.spark.sparkContext.setLocalProperty("spark.job.description", description)
+
+
+def tick_label(tick: Tick) -> str:
+    """A tick in job descriptions and file names: ``e3``, ``e3i5``, ``e3iall``."""
+    if is_loop_tick(tick):
+        epoch, iteration = tick  # type: ignore[misc]
+        return f"e{epoch}i{'all' if iteration == float('inf') else iteration}"
+    return f"e{tick}"
+
+
+def whole_tick(p: Processor, epoch: int) -> Tick:
+    """The tick of ``p`` once it has processed all of ``epoch``."""
+    return (epoch, float("inf")) if p.loop is not None else epoch
+
+
+def after_loops(pipeline: Pipeline) -> set[str]:
+    """The processors in a loop or downstream of one."""
+    later = {p.name for p in pipeline.processors.values() if p.loop is not None}
+    grown = True
+    while grown:
+        grown = False
+        for p in pipeline.processors.values():
+            if p.name not in later and any(i.src in later for i in p.inputs):
+                later.add(p.name)
+                grown = True
+    return later

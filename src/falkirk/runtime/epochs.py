@@ -1,18 +1,57 @@
-"""The engine's time domain: epochs, and frontiers ↓e of them."""
+"""The engine's time domains: epochs, and ``(epoch, iteration)`` inside loops.
+
+Every processor of a pipeline has epochs as times, except the processors of a loop
+(:mod:`falkirk.graph.loops`), whose times are ``(epoch, iteration)`` in the
+lexicographic order. Where a processor stands is a tick (:mod:`falkirk.time.ticks`);
+:func:`topology` hands recovery the real domains and edge projections.
+"""
 
 from __future__ import annotations
 
-from falkirk.graph import GraphError
-from falkirk.time import EpochDomain, Frontier
+from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+from falkirk.recovery import Topology
+from falkirk.time import Domain, EpochDomain, Frontier, TimeError
+from falkirk.time.ticks import LOOP, Tick, tick_of
 
 EPOCHS = EpochDomain()
 
 
+def domain_of(p: Processor) -> Domain:
+    """The time domain of processor ``p``."""
+    return LOOP if p.loop is not None else EPOCHS
+
+
+def projection_kind(src: Processor, dst: Processor) -> str:
+    """The projection of the edge ``src -> dst``: into a loop, around it, out of it,
+    or identity."""
+    if isinstance(dst.spec, EnterSpec):
+        return "loop_entry"
+    if isinstance(dst.spec, LeaveSpec):
+        return "loop_exit"
+    if isinstance(src.spec, FeedbackSpec):
+        return "feedback"
+    return "identity"
+
+
+def topology(pipeline: Pipeline) -> Topology:
+    """The pipeline as recovery sees it: each processor's domain, each edge's projection."""
+    procs = pipeline.processors
+    edges = [(name, i.src, q.name, projection_kind(procs[i.src], q)) for name, i, q, _ in pipeline.edges()]
+    return Topology.build({name: domain_of(p) for name, p in procs.items()}, edges)
+
+
 def epoch_of(f: Frontier) -> int:
     """e for the frontier ↓e (0 for ∅). ⊤ is refused: persisted frontiers are finite."""
-    if f.maxima is None:
-        raise GraphError("internal: a persisted frontier cannot be ⊤")
-    return int(f.maxima[0]) if f.maxima else 0  # type: ignore[arg-type]
+    return int(tick(f))  # type: ignore[arg-type]
+
+
+def tick(f: Frontier) -> Tick:
+    """t for the frontier ↓t of a processor (see :func:`falkirk.time.ticks.tick_of`)."""
+    try:
+        return tick_of(f)
+    except TimeError as exc:
+        raise GraphError(f"internal: {exc}") from exc
 
 
 def down(epoch: int) -> Frontier:

@@ -14,7 +14,8 @@ reached only by pipelines with acknowledged sources or transactional sinks):
 not yet made visible) and ``source.ack`` (input may be acknowledged; not yet done).
 With global checkpoints (:data:`BARRIER_POINTS`): ``barrier.injected`` (a barrier is
 decided, no snapshot written) and ``snapshot.written`` (a barrier snapshot is written,
-not yet committed).
+not yet committed). With loops (:data:`LOOP_POINTS`): ``iteration.written``,
+``iteration.committed`` and ``loop.computed``.
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -45,6 +46,10 @@ EDGE_POINTS = ("sink.release", "source.ack")
 #: Reached only by pipelines with global checkpoints: a barrier decided before any
 #: snapshot is written, and a barrier snapshot written but not committed.
 BARRIER_POINTS = ("barrier.injected", "snapshot.written")
+#: Reached only by pipelines with loops: an iteration's eager checkpoints and logs
+#: written but not committed, and committed; the epoch's loops (and what follows
+#: them) computed, not committed.
+LOOP_POINTS = ("iteration.written", "iteration.committed", "loop.computed")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

@@ -23,9 +23,10 @@ from falkirk.graph import GraphError, Pipeline, Processor, Source
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.runtime import xi
-from falkirk.runtime.epochs import epoch_of
+from falkirk.runtime.epochs import domain_of, epoch_of, projection_kind, tick
 from falkirk.runtime.faults import crash_point
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
+from falkirk.time.ticks import Tick, message_time, whole
 
 logger = logging.getLogger(__name__)
 
@@ -98,31 +99,44 @@ class Ledger:
 
     # -- commit ---------------------------------------------------------------------
 
-    def kept_logs(self, key: str, batch: CommitBatch | None = None) -> set[int]:
-        """The epochs of output ``key`` (``processor.port``) whose log is kept."""
+    def kept_logs(self, key: str, batch: CommitBatch | None = None) -> set[Tick]:
+        """The ticks of output ``key`` (``processor.port``) whose log is kept."""
         kept = set(self.store.log_epochs(key))
         if batch is not None:
             kept |= {t for k, t, _ in batch.logs if k == key}
         return kept
 
-    def record(self, p: Processor, epoch: int, batch: CommitBatch) -> CheckpointMeta | None:
-        """Ξ(p, ↓epoch) if p can roll back to ``epoch`` once ``batch`` commits."""
-        checkpointed = any(s[0] == p.name for s in batch.state)
-        return xi.at_epoch(
-            self.topology, p, epoch, checkpointed=checkpointed, kept_logs=lambda key: self.kept_logs(key, batch)
+    def record(self, p: Processor, at: Tick, batch: CommitBatch) -> CheckpointMeta | None:
+        """Ξ(p, ↓at) if p can roll back to tick ``at`` once ``batch`` commits."""
+        checkpointed = any(s[0] == p.name and s[1] == at for s in batch.state)
+        return xi.at_tick(
+            self.topology, p, at, checkpointed=checkpointed, kept_logs=lambda key: self.kept_logs(key, batch)
         )
 
     def live(self, p: Processor, epoch: int) -> CheckpointMeta:
         """Ξ(p, ⊤) of a processor that did not fail after ``epoch``."""
         return xi.live(self.topology, p, epoch, self.kept_logs)
 
-    def commit(self, epoch: int, batch: CommitBatch, ran: Iterable[str], *, barrier: bool = False) -> list[StoredFile]:
-        """Commit a computed epoch: ``batch`` (its logs, checkpoints and sink files)
-        with Ξ(p, ↓epoch) of every processor in ``ran`` that can roll back to it, and
-        the records the previous commit let go. Returns the files those records named:
-        delete them now. With global checkpoints, only a ``barrier`` epoch records Ξ,
-        of every processor at once: the global checkpoint."""
-        records = [m for m in (self.record(self.pipeline.processors[n], epoch, batch) for n in ran) if m is not None]
+    def commit(
+        self,
+        epoch: int,
+        batch: CommitBatch,
+        ran: Iterable[str],
+        *,
+        barrier: bool = False,
+        complete: bool = True,
+        ticks: dict[str, Tick] | None = None,
+    ) -> list[StoredFile]:
+        """Commit computed work of ``epoch``: ``batch`` (its logs, checkpoints and sink
+        files) with Ξ of every processor in ``ran`` that can roll back to where it
+        stands - all of the epoch, or its tick in ``ticks`` (an iteration of a loop) - and the
+        records the previous commit let go. Returns the files those records named:
+        delete them now. ``complete``: this commit ends the epoch (several commits
+        make up an epoch of a pipeline with loops). With global checkpoints, only a
+        ``barrier`` epoch records Ξ, of every processor at once: the global checkpoint."""
+        procs = self.pipeline.processors
+        at = {n: (ticks or {}).get(n, whole(epoch, domain_of(procs[n]))) for n in ran}
+        records = [m for m in (self.record(procs[n], t, batch) for n, t in at.items()) if m is not None]
         if self.pipeline.checkpoints is not None:
             if not barrier:
                 records = []
@@ -132,7 +146,7 @@ class Ledger:
             else:
                 logger.info("global checkpoint committed epoch=%d processors=%d", epoch, len(records))
         batch.checkpoints = [(m, []) for m in records]
-        batch.epoch = epoch
+        batch.epoch = epoch if complete else None
         batch.forget, self.pending = self.pending, Forget()
         crash_point("commit.before")
         deletable = self.store.commit(batch)
@@ -173,20 +187,29 @@ class Ledger:
         low-watermarks (state files only below the newest base checkpoint at or below
         the low-watermark: a delta is useless without its base), offsets of epochs no
         recovery will replay, and sink commits that are final."""
-        lw = {p: epoch_of(f) for p, f in self.monitor.low_watermarks.items()}
+        marks = self.monitor.low_watermarks
+        procs = self.pipeline.processors
         forget = Forget()
         for d in decisions:
             if d.kind is DecisionKind.COLLECT_CHECKPOINTS:
                 forget.checkpoints += [(d.processor, f) for f in d.frontiers]
                 chain = self.store.state_files(d.processor)
-                bases = [t for t, kind, _ in chain if kind == "base" and t <= lw[d.processor]]
+                mark = marks[d.processor]
+                bases = [t for t, kind, _ in chain if kind == "base" and (mark.is_top or t <= tick(mark))]  # type: ignore[operator]
                 if bases:
-                    forget.state += [(d.processor, t) for t, _, _ in chain if t < max(bases)]
+                    newest = max(bases)
+                    forget.state += [(d.processor, t) for t, _, _ in chain if t < newest]  # type: ignore[operator]
             elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
+                # A log of the sender's tick t goes once every consumer's low-watermark
+                # holds the time of t's messages in the consumer's own domain.
                 key = d.edge.split(">")[0]
                 src, port = key.split(".")
-                upto = min(lw[q.name] for q in self.pipeline.consumers(src, port))
-                forget.logs += [(key, t) for t in self.store.log_epochs(key) if t <= upto]
+                readers = [(marks[q.name], projection_kind(procs[src], q)) for q in self.pipeline.consumers(src, port)]
+                forget.logs += [
+                    (key, t)
+                    for t in self.store.log_epochs(key)
+                    if all(mark.contains(message_time(kind, t)) for mark, kind in readers)
+                ]
             elif d.kind is DecisionKind.ACK_SOURCE:
                 forget.offsets_upto[d.processor] = epoch_of(d.upto)
                 self.acknowledgeable[d.processor] = max(epoch_of(d.upto), self.acknowledgeable.get(d.processor, 0))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from falkirk.time.ticks import Tick
+
 
 @dataclass
 class RunReport:
@@ -13,7 +15,9 @@ class RunReport:
     checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
     recovered: dict[str, int] | None = None
     recovery_reasons: dict[str, str] = field(default_factory=dict)
-    resent: dict[str, list[int]] = field(default_factory=dict)
+    #: Per edge, the times (in the receiver's domain: an epoch, or (epoch, iteration)
+    #: inside a loop) a recovery re-sent from logs.
+    resent: dict[str, list[Tick]] = field(default_factory=dict)
     collected_files: int = 0
     #: Input records of the last epoch (as the sources count them, 0 if unknown).
     last_records: int = 0

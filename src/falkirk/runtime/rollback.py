@@ -14,11 +14,12 @@ import time
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.operators import Step
 from falkirk.recovery import CheckpointMeta, solve
-from falkirk.runtime.epochs import epoch_of
+from falkirk.runtime.epochs import tick
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.state import RunState
 from falkirk.storage import Forget
 from falkirk.time import Frontier
+from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, start_tick, whole
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,9 @@ def settle(state: RunState) -> None:
     """Nothing is in flight: epochs at or below ``restored`` are skipped by each
     processor, and state versions replaced by the rollback can be freed."""
     state.restored = dict(state.frontier)
+    after = max(state.frontier.values(), default=0) + 1
     for p in state.keyed:
-        state.operators[p.name].release(max(state.frontier.values(), default=0) + 1)
+        state.operators[p.name].release(ordinal((after, float("inf")) if p.loop is not None else after))
 
 
 def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None:
@@ -40,19 +42,19 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
     state.report.recovered = {}
     undone = Forget()
     for p in state.order:
-        e = epoch_of(plan.frontiers[p.name])
-        state.frontier[p.name] = e
-        state.report.recovered[p.name] = e
+        at = tick(plan.frontiers[p.name])
+        _stand(state, p, at)
+        state.report.recovered[p.name] = state.frontier[p.name]
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
-        logger.info("recovery processor=%s epoch=%d why=%s", p.name, e, plan.explanations[p.name])
-        _undo_after(state, p, e, plan.invalidated[p.name], undone)
+        logger.info("recovery processor=%s tick=%s why=%s", p.name, at, plan.explanations[p.name])
+        _undo_after(state, p, at, plan.invalidated[p.name], undone)
     for edge, times in plan.resend.items():
         if times:
-            state.report.resent[edge] = [int(t) for t in times]  # type: ignore[arg-type]
+            state.report.resent[edge] = [tuple(t) if isinstance(t, tuple) else int(t) for t in times]  # type: ignore[arg-type]
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
     state.delete(state.ledger.forget(undone))
     for p in state.keyed:
-        restore(state, p, state.frontier[p.name])
+        restore(state, p, _standing(state, p))
     state.report.recovery_seconds.append(time.perf_counter() - started)
     crash_point("recovery.restored")
 
@@ -68,8 +70,9 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
     undone = Forget()
     for p in state.order:
         f = plan.frontiers[p.name]
-        e = epoch if f.is_top else epoch_of(f)
-        chosen[p.name] = None if f.is_top else e
+        now = whole(epoch, state.topology.domains[p.name])
+        at = now if f.is_top else tick(f)
+        chosen[p.name] = None if f.is_top else epochs_done(at)
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
         logger.info(
             "partial recovery failed=%s processor=%s frontier=%r why=%s",
@@ -78,40 +81,55 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
             f,
             plan.explanations[p.name],
         )
-        if e < epoch:
-            _undo_after(state, p, e, plan.invalidated[p.name], undone)
-        if p.spec.keyed and (p.name in failed or e < epoch):
-            restore(state, p, e)
-        state.frontier[p.name] = e
+        if at < now:  # type: ignore[operator]
+            _undo_after(state, p, at, plan.invalidated[p.name], undone)
+        if p.spec.keyed and (p.name in failed or at < now):  # type: ignore[operator]
+            restore(state, p, at)
+        _stand(state, p, at)
     state.delete(state.ledger.forget(undone))
     state.report.partial.append((failed, epoch, chosen))
     settle(state)
     state.report.recovery_seconds.append(time.perf_counter() - started)
 
 
-def _undo_after(state: RunState, p: Processor, epoch: int, invalidated: tuple[Frontier, ...], undone: Forget) -> None:
-    """Collect p's committed work above ``epoch`` (a rollback undoes it)."""
+def _stand(state: RunState, p: Processor, at: Tick) -> None:
+    """Record that ``p`` stands at tick ``at`` (a loop processor may stand inside an epoch)."""
+    state.frontier[p.name] = epochs_done(at)
+    if is_loop_tick(at) and epochs_done(at) != at[0]:  # type: ignore[index]
+        state.resumed[p.name] = at
+    else:
+        state.resumed.pop(p.name, None)
+
+
+def _standing(state: RunState, p: Processor) -> Tick:
+    """The tick ``p`` stands at (see :func:`_stand`)."""
+    return state.resumed.get(p.name, whole(state.frontier[p.name], state.topology.domains[p.name]))
+
+
+def _undo_after(state: RunState, p: Processor, at: Tick, invalidated: tuple[Frontier, ...], undone: Forget) -> None:
+    """Collect p's committed work after tick ``at`` (a rollback undoes it)."""
     store = state.store
     undone.checkpoints += [(p.name, g) for g in invalidated]
-    undone.state += [(p.name, t) for t, _, _ in store.state_files(p.name) if t > epoch]
+    undone.state += [(p.name, t) for t, _, _ in store.state_files(p.name) if t > at]  # type: ignore[operator]
     keys = [f"{p.name}.{port}" for port in p.ports] + [state.input_log(p, k) for k in range(len(p.inputs))]
     for key in keys:
-        undone.logs += [(key, t) for t in store.log_epochs(key) if t > epoch]
+        undone.logs += [(key, t) for t in store.log_epochs(key) if t > at]  # type: ignore[operator]
     if p.spec.sink:
+        epoch = epochs_done(at)
         undone.sinks += [(p.name, t) for t in store.sink_commits(p.name) if t > epoch]
         state.operators[p.name].abort_output(epoch)  # before the metadata forgets them
 
 
-def restore(state: RunState, p: Processor, epoch: int) -> None:
-    """Give keyed processor ``p`` its state as of ``epoch``."""
+def restore(state: RunState, p: Processor, at: Tick) -> None:
+    """Give keyed processor ``p`` its state as of tick ``at``."""
     operator = state.operators[p.name]
     if isinstance(p.policy, FullHistory):
-        _replay_history(state, p, epoch)
-    elif epoch > 0:
+        _replay_history(state, p, int(at))  # type: ignore[arg-type]
+    elif at != start_tick(state.topology.domains[p.name]):
         chain = state.store.state_files(p.name)
         for _, _, files in chain:  # damaged or partial files are found before any use
             state.verified(files)
-        operator.restore(chain, epoch)
+        operator.restore([(ordinal(t), kind, files) for t, kind, files in chain], ordinal(at))
     else:
         operator.reset()
 

@@ -2,9 +2,10 @@
 
 :class:`RunState` holds the pipeline's operators and schemas, the storage it runs on
 (file system, root, metadata, :class:`~falkirk.runtime.ledger.Ledger`), and where
-every processor stands: ``frontier`` (the last epoch it committed, or the one a
-rollback took it back to) and ``restored`` (it skips epochs up to this one: it holds
-them already). The engine (:mod:`falkirk.runtime.engine`) runs epochs on it and
+every processor stands: ``frontier`` (the last epoch it committed wholly, or the one
+a rollback took it back to), ``restored`` (it skips epochs up to this one: it holds
+them already) and ``resumed`` (a loop processor a rollback took into the middle of an
+epoch: the ``(epoch, iteration)`` it holds). The engine (:mod:`falkirk.runtime.engine`) runs epochs on it and
 recovery (:mod:`falkirk.runtime.rollback`) rolls it back; neither reaches into the
 other.
 """
@@ -27,6 +28,8 @@ from falkirk.runtime.telemetry import Telemetry
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem
+from falkirk.time import INF
+from falkirk.time.ticks import Tick
 
 
 @dataclass
@@ -46,6 +49,9 @@ class RunState:
     report: RunReport
     frontier: dict[str, int] = field(default_factory=dict)
     restored: dict[str, int] = field(default_factory=dict)
+    #: Loop processors a rollback took back into the middle of an epoch: the tick
+    #: ``(epoch, iteration)`` they hold (they skip the iterations up to it).
+    resumed: dict[str, Tick] = field(default_factory=dict)
     #: Live figures for the dashboard (None: the engine runs without one).
     telemetry: Telemetry | None = None
     _verified: set[str] = field(default_factory=set)
@@ -54,6 +60,14 @@ class RunState:
     def order(self) -> list[Processor]:
         """Processors in graph order (every input before its receiver)."""
         return list(self.pipeline.processors.values())
+
+    def holds(self, p: Processor, t: Tick) -> bool:
+        """Whether ``p`` holds time ``t`` (in its domain) already: a rollback left it
+        there or beyond, so it skips ``t``."""
+        if p.loop is None:
+            return bool(t <= self.restored[p.name])  # type: ignore[operator]
+        at = self.resumed.get(p.name, (self.restored[p.name], INF))
+        return bool(t <= at)  # type: ignore[operator]
 
     @property
     def keyed(self) -> list[Processor]:

@@ -1,14 +1,21 @@
 """Ξ(p, f): the checkpoint metadata each processor records, built from what it persisted.
 
-The solver (:mod:`falkirk.recovery`) reasons only about these records. In the epoch
-engine every frontier is ↓e for an epoch e, and a processor p can roll back to ↓e
-once the commit of epoch e holds what it needs to resume from there:
+The solver (:mod:`falkirk.recovery`) reasons only about these records. In the engine
+every frontier is ↓t for one tick t (an epoch, or ``(epoch, iteration)`` inside a
+loop: :mod:`falkirk.time.ticks`), and a processor p can roll back to ↓t once a commit
+holds what it needs to resume from there:
 
 * nothing, for a processor without keyed state (it re-executes from its inputs);
-* a keyed-state checkpoint of epoch e, for a keyed processor (unless it replays its
-  full input history);
-* and for a processor that logs its outputs, the log: it discarded only the epochs
+* a keyed-state checkpoint at t, for a keyed processor (unless it replays its full
+  input history);
+* and for a processor that logs its outputs, the log: it discarded only the ticks
   whose logs were collected (D̄), and can re-send the logged ones (L).
+
+D̄ is in the receiver's domain and is given explicitly: the latest message a
+processor at tick t may have sent on an edge (:func:`falkirk.time.ticks.message_time`).
+The paper's shortcut D̄ = φ(e)(f) would be wrong on a loop's exit edge: after
+iterations 0..i of epoch e a processor has sent rows of epoch e, yet φ(↓(e, i)) holds
+only the epochs before e.
 
 A processor that has not failed offers ⊤, its live state (:func:`live`).
 """
@@ -19,33 +26,45 @@ from collections.abc import Callable, Collection
 
 from falkirk.graph import FullHistory, Processor
 from falkirk.recovery import CheckpointMeta, Topology
-from falkirk.runtime.epochs import EPOCHS, down
+from falkirk.runtime.epochs import domain_of
 from falkirk.time import Frontier
+from falkirk.time.ticks import Tick, message_time, previous, tick_frontier, whole
 
-#: The epochs whose logs are kept for an output (``"processor.port"``).
-KeptLogs = Callable[[str], Collection[int]]
+#: The ticks whose logs are kept for an output (``"processor.port"``).
+KeptLogs = Callable[[str], Collection[Tick]]
+
+
+def at_tick(
+    topology: Topology, p: Processor, tick: Tick, *, checkpointed: bool, kept_logs: KeptLogs
+) -> CheckpointMeta | None:
+    """Ξ(p, ↓tick) if p can roll back to ``tick`` once the commit is durable;
+    ``checkpointed``: the commit holds a keyed-state checkpoint of p at ``tick``."""
+    if p.stateful and not isinstance(p.policy, FullHistory) and not checkpointed:
+        return None  # keyed state without a checkpoint here: not a rollback point
+    discarded, logged = log_metadata(topology, p, tick, kept_logs)
+    return CheckpointMeta.build(
+        topology, p.name, tick_frontier(domain_of(p), tick), discarded=discarded, logged=logged or None
+    )
 
 
 def at_epoch(
     topology: Topology, p: Processor, epoch: int, *, checkpointed: bool, kept_logs: KeptLogs
 ) -> CheckpointMeta | None:
-    """Ξ(p, ↓epoch) if p can roll back to ``epoch`` once the epoch's commit is
-    durable; ``checkpointed``: the commit holds a keyed-state checkpoint of p."""
-    if p.stateful and not isinstance(p.policy, FullHistory) and not checkpointed:
-        return None  # keyed state without a checkpoint here: not a rollback point
-    discarded, logged = log_metadata(topology, p, epoch, kept_logs)
-    return CheckpointMeta.build(topology, p.name, down(epoch), discarded=discarded or None, logged=logged or None)
+    """Ξ(p, f) for a processor that has processed all of ``epoch`` (↓epoch, or
+    ↓(epoch, ∞) inside a loop)."""
+    return at_tick(topology, p, whole(epoch, domain_of(p)), checkpointed=checkpointed, kept_logs=kept_logs)
 
 
 def live(topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs) -> CheckpointMeta:
     """Ξ(p, ⊤) of a processor that did not fail after ``epoch``: it delivered and was
     notified of everything up to ``epoch``; what it discarded depends on its log."""
-    done = down(epoch)
-    discarded, logged = log_metadata(topology, p, epoch, kept_logs)
+    domain = domain_of(p)
+    done = tick_frontier(domain, whole(epoch, domain))
+    discarded, logged = log_metadata(topology, p, whole(epoch, domain), kept_logs) if p.policy.logs_outputs else ({}, {})
     return CheckpointMeta.build(
         topology,
         p.name,
-        Frontier.top(EPOCHS),
+        Frontier.top(domain),
         notifications=done,
         delivered={e.name: done for e in topology.inputs(p.name)},
         discarded=discarded or None,
@@ -54,16 +73,21 @@ def live(topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs) -> C
 
 
 def log_metadata(
-    topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs
-) -> tuple[dict[str, Frontier], dict[str, list[int]]]:
-    """D̄ and L for each output edge of a logging processor (empty otherwise):
-    everything up to ``epoch`` is logged except epochs whose logs were collected."""
+    topology: Topology, p: Processor, tick: Tick, kept_logs: KeptLogs
+) -> tuple[dict[str, Frontier], dict[str, list[Tick]]]:
+    """D̄ and L for each output edge of p at ``tick``: a processor that logs its
+    outputs discarded only the ticks whose logs were collected and can re-send the
+    kept ones; any other discarded all it sent."""
     discarded: dict[str, Frontier] = {}
-    logged: dict[str, list[int]] = {}
-    if p.policy.logs_outputs:
-        for e in topology.outputs(p.name):
-            kept = sorted(kept_logs(e.name.split(">")[0]))
-            first = kept[0] if kept else epoch + 1
-            discarded[e.name] = down(first - 1)
-            logged[e.name] = [t for t in kept if t <= epoch]
+    logged: dict[str, list[Tick]] = {}
+    for e in topology.outputs(p.name):
+        kind, target = e.projection.kind, topology.domains[e.dst]
+        if not p.policy.logs_outputs:
+            discarded[e.name] = tick_frontier(target, message_time(kind, tick))
+            continue
+        kept = sorted(t for t in kept_logs(e.name.split(">")[0]) if t <= tick)  # type: ignore[operator]
+        before = previous(kept[0]) if kept else tick
+        discarded[e.name] = Frontier.empty(target) if before is None else tick_frontier(target, message_time(kind, before))
+        logged[e.name] = sorted({message_time(kind, t) for t in kept})
     return discarded, logged
+

@@ -38,11 +38,17 @@ from typing import Any
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
-from falkirk.time import Frontier, frontier_to_json
+from falkirk.time import INF, Frontier, frontier_to_json
+from falkirk.time.ticks import Tick
 
-SCHEMA_VERSION = 3
-#: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``.
-_UPGRADABLE = (2,)
+SCHEMA_VERSION = 4
+#: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
+#: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration).
+_UPGRADABLE = (2, 3)
+#: The ``iteration`` column of a record of an epoch processor (its tick is an int).
+NO_ITERATION = -1
+#: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
+ALL_ITERATIONS = 1 << 62
 DB_NAME = "meta.sqlite"
 
 _SCHEMA = """
@@ -65,17 +71,19 @@ CREATE TABLE IF NOT EXISTS source_offsets (
 CREATE TABLE IF NOT EXISTS message_logs (
     edge TEXT NOT NULL,
     epoch INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
     files TEXT NOT NULL,
     crc INTEGER NOT NULL,
-    PRIMARY KEY (edge, epoch)
+    PRIMARY KEY (edge, epoch, iteration)
 );
 CREATE TABLE IF NOT EXISTS state_files (
     processor TEXT NOT NULL,
     epoch INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
     files TEXT NOT NULL,
     crc INTEGER NOT NULL,
-    PRIMARY KEY (processor, epoch)
+    PRIMARY KEY (processor, epoch, iteration)
 );
 CREATE TABLE IF NOT EXISTS progress (
     name TEXT NOT NULL PRIMARY KEY,
@@ -100,8 +108,8 @@ CREATE TABLE IF NOT EXISTS sink_commits (
 _COLUMNS = {
     "checkpoints": ("processor", "frontier", "record", "files", "committed_at"),
     "source_offsets": ("source", "epoch", "offsets"),
-    "message_logs": ("edge", "epoch", "files"),
-    "state_files": ("processor", "epoch", "kind", "files"),
+    "message_logs": ("edge", "epoch", "iteration", "files"),
+    "state_files": ("processor", "epoch", "iteration", "kind", "files"),
     "sink_commits": ("sink", "epoch", "files"),
     "pipeline": ("name", "description"),
     "progress": ("name", "value"),
@@ -123,8 +131,9 @@ class Forget:
     deleted once the transaction is durable; a sink commit's files belong to the
     sink's table and stay."""
 
-    logs: list[tuple[str, int]] = field(default_factory=list)
-    state: list[tuple[str, int]] = field(default_factory=list)
+    #: (edge, tick) of logs and (processor, tick) of state files.
+    logs: list[tuple[str, Tick]] = field(default_factory=list)
+    state: list[tuple[str, Tick]] = field(default_factory=list)
     checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
     sinks: list[tuple[str, int]] = field(default_factory=list)
     #: source -> epoch: offsets of epochs up to it, except the source's latest
@@ -153,10 +162,11 @@ class CommitBatch:
     #: had nothing new for the epoch.
     offsets: list[tuple[str, int, Any]] = field(default_factory=list)
     sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (edge, epoch, files) of logged messages.
-    logs: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (processor, epoch, "base" | "delta", files) of keyed-state checkpoints.
-    state: list[tuple[str, int, str, Sequence[StoredFile]]] = field(default_factory=list)
+    #: (edge, tick, files) of logged messages (the sender's tick: an epoch, or
+    #: ``(epoch, iteration)`` in a loop).
+    logs: list[tuple[str, Tick, Sequence[StoredFile]]] = field(default_factory=list)
+    #: (processor, tick, "base" | "delta", files) of keyed-state checkpoints.
+    state: list[tuple[str, Tick, str, Sequence[StoredFile]]] = field(default_factory=list)
     #: Records forgotten in the same transaction.
     forget: Forget = field(default_factory=Forget)
     #: The epoch this commit completes (None: a commit of records only, e.g. a rollback's).
@@ -209,6 +219,7 @@ class MetaStore:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
             self._check_version()
             self._check_structure()
+            self._legacy = not self._has_column("message_logs", "iteration")
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists()
@@ -221,10 +232,45 @@ class MetaStore:
         self._db.execute("PRAGMA journal_size_limit=262144")
         self._check_version()
         self._check_structure()
+        self._legacy = False
+        self._upgrade_ticks()
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if fresh:
             LocalFileSystem().make_durable([str(self.path)])
+
+    def _has_column(self, table: str, column: str) -> bool:
+        rows = self._db.execute(f"PRAGMA table_info({table})").fetchall()  # constant names
+        return not rows or any(r[1] == column for r in rows)
+
+    def _upgrade_ticks(self) -> None:
+        """Schemas 2 and 3 keyed logs and state files by epoch alone: rebuild those
+        two tables with the ``iteration`` column (every old record is an epoch
+        processor's), each row checked against its old CRC and given a new one, in
+        one transaction."""
+        old = [t for t in ("message_logs", "state_files") if not self._has_column(t, "iteration")]
+        if not old:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in old:
+                self._legacy = True
+                rows = self._select(table)
+                self._legacy = False
+                self._db.execute(f"DROP TABLE {table}")
+                ddl = _SCHEMA.split("CREATE TABLE IF NOT EXISTS ")
+                create = next(d for d in ddl if d.startswith(f"{table} ("))
+                self._db.execute("CREATE TABLE " + create.rstrip().rstrip(";"))
+                columns = _COLUMNS[table]
+                marks = ", ".join("?" * (len(columns) + 1))
+                self._db.executemany(
+                    f"INSERT INTO {table} VALUES ({marks})", [_row(*(r[c] for c in columns)) for r in rows]
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def _check_structure(self) -> None:
         verdict = self._db.execute("PRAGMA quick_check").fetchone()[0]
@@ -270,8 +316,8 @@ class MetaStore:
         ]
         rows_off = [_row(s, e, json.dumps(o)) for s, e, o in batch.offsets]
         rows_sink = [_row(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
-        rows_logs = [_row(edge, e, self._files_json(f)) for edge, e, f in batch.logs]
-        rows_state = [_row(p, e, kind, self._files_json(f)) for p, e, kind, f in batch.state]
+        rows_logs = [_row(edge, *_pair(t), self._files_json(f)) for edge, t, f in batch.logs]
+        rows_state = [_row(p, *_pair(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             forgotten = self._forget(batch.forget)
@@ -279,8 +325,8 @@ class MetaStore:
             # Offsets of a replayed epoch are the ones recorded the first time: same input.
             self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
             self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
-            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?)", rows_logs)
-            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?)", rows_state)
+            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
+            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
             if batch.epoch is not None:
                 self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", _row("committed_epoch", batch.epoch))
             self._db.execute("COMMIT")
@@ -338,8 +384,8 @@ class MetaStore:
     def _forget(self, forget: Forget) -> list[StoredFile]:
         files: list[StoredFile] = []
         for table, key_cols, keys in (
-            ("message_logs", ("edge", "epoch"), forget.logs),
-            ("state_files", ("processor", "epoch"), forget.state),
+            ("message_logs", ("edge", "epoch", "iteration"), [(k, *_pair(t)) for k, t in forget.logs]),
+            ("state_files", ("processor", "epoch", "iteration"), [(k, *_pair(t)) for k, t in forget.state]),
             (
                 "checkpoints",
                 ("processor", "frontier"),
@@ -366,6 +412,10 @@ class MetaStore:
         """The rows of ``table`` matching ``where``, each checked against its CRC
         (:class:`CorruptStorageError` names the database and the row otherwise)."""
         columns = _COLUMNS[table]
+        legacy = self._legacy and "iteration" in columns  # schema 2-3, read before (or without) the upgrade
+        if legacy:
+            columns = tuple(c for c in columns if c != "iteration")
+            order = order.replace(", iteration", "")
         found = []
         query = f"SELECT {', '.join(columns)}, crc FROM {table} WHERE {where} ORDER BY {order}"  # constant names
         try:
@@ -379,7 +429,10 @@ class MetaStore:
                     "not match its checksum; it is not used. Restore the storage root from a backup, or "
                     "start with a fresh one."
                 )
-            found.append(dict(zip(columns, values, strict=True)))
+            row = dict(zip(columns, values, strict=True))
+            if legacy:
+                row["iteration"] = NO_ITERATION
+            found.append(row)
         return found
 
     def checkpoints(self, topology: Topology) -> dict[str, list[StoredCheckpoint]]:
@@ -418,20 +471,24 @@ class MetaStore:
         rows = self._select("sink_commits", "sink = ?", (sink,), "epoch")
         return {row["epoch"]: tuple(self._files_from_json(row["files"])) for row in rows}
 
-    def logs(self, edge: str) -> dict[int, tuple[StoredFile, ...]]:
-        """Committed message logs of ``edge`` per epoch (verify the files before use)."""
-        rows = self._select("message_logs", "edge = ?", (edge,), "epoch")
-        return {row["epoch"]: tuple(self._files_from_json(row["files"])) for row in rows}
+    def logs(self, edge: str) -> dict[Tick, tuple[StoredFile, ...]]:
+        """Committed message logs of ``edge`` per tick of its sender, in order (an
+        epoch, or ``(epoch, iteration)`` in a loop; verify the files before use)."""
+        rows = self._select("message_logs", "edge = ?", (edge,), "epoch, iteration")
+        return {_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"])) for row in rows}
 
-    def log_epochs(self, edge: str) -> list[int]:
-        """The epochs of ``edge`` with a committed log."""
+    def log_epochs(self, edge: str) -> list[Tick]:
+        """The ticks of ``edge`` with a committed log, in order."""
         return list(self.logs(edge))
 
-    def state_files(self, processor: str) -> list[tuple[int, str, tuple[StoredFile, ...]]]:
-        """Committed keyed-state checkpoints of ``processor``: (epoch, kind, files)
-        (verify the files before use)."""
-        rows = self._select("state_files", "processor = ?", (processor,), "epoch")
-        return [(row["epoch"], row["kind"], tuple(self._files_from_json(row["files"]))) for row in rows]
+    def state_files(self, processor: str) -> list[tuple[Tick, str, tuple[StoredFile, ...]]]:
+        """Committed keyed-state checkpoints of ``processor``: (tick, kind, files),
+        oldest first (verify the files before use)."""
+        rows = self._select("state_files", "processor = ?", (processor,), "epoch, iteration")
+        return [
+            (_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"])))
+            for row in rows
+        ]
 
     def referenced_files(self) -> set[str]:
         """Every file some commit names: anything else under the root is garbage."""
@@ -498,6 +555,20 @@ def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None, *, d
                     "committed (same size: a changed byte). It is not used; restore it from a "
                     "backup of the storage root, or start with a fresh storage root."
                 )
+
+
+def _pair(t: Tick) -> tuple[int, int]:
+    """A tick as its ``(epoch, iteration)`` columns."""
+    if isinstance(t, tuple):
+        return int(t[0]), ALL_ITERATIONS if t[1] == INF else int(t[1])
+    return int(t), NO_ITERATION
+
+
+def _tick(epoch: int, iteration: int) -> Tick:
+    """The tick of ``(epoch, iteration)`` columns."""
+    if iteration == NO_ITERATION:
+        return epoch
+    return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
 
 
 def _crc(values: Sequence[Any]) -> int:

@@ -1,0 +1,82 @@
+"""Loops: a region of a pipeline whose processors run iteration after iteration.
+
+Inside a loop every event has an ``(epoch, iteration)`` time (section 2.3 and
+Figure 2(c) of the Falkirk Wheel paper): epoch e's rows enter at ``(e, 0)``, each
+iteration's rows sent back around the loop arrive at the next iteration, and the loop
+ends for epoch e at a fixed point - the first iteration that sends nothing back - or
+after ``max_iterations`` iterations. The rows that leave the loop in any iteration of
+epoch e are rows of epoch e outside it::
+
+    loop = p.iterate("cc", max_iterations=100)
+    again = loop.feedback("again", schema="vertex long, label long")   # rows of (e, i-1)
+    seeds = loop.enter("seeds", edges)                                  # rows of (e, 0)
+    step = seeds.union("proposals", again).exchange(...).stateful(...)
+    loop.connect(again, step.map("spread", ...))                        # close the cycle
+    changes = loop.leave("changes", step.map("changed", ...))           # back to epochs
+
+Recovery sees the loop as it is: its processors have ``(epoch, iteration)`` times in
+the lexicographic order, the edge into ``enter`` maps epoch t to every ``(t, c)``
+(loop entry), the edges out of a feedback processor add one to the iteration, and the
+edge into ``leave`` keeps only epochs all of whose iterations are done (loop exit).
+A processor in a loop checkpointed eagerly (:class:`~falkirk.graph.EagerCheckpoint`)
+persists its state and output after every iteration, so a crash in the middle of a
+long epoch resumes from the last iteration, not from the epoch's start; lazily
+(:class:`~falkirk.graph.LazyCheckpoint`) only when an epoch's iterations are over,
+every ``every`` epochs.
+
+Later epochs enter the loop while earlier ones still iterate: everything upstream of
+the loop runs ahead (up to the engine's ``max_in_flight`` epochs); the loop and what
+is downstream of it apply epochs in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from falkirk.graph.exceptions import GraphError
+from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+
+if TYPE_CHECKING:
+    from falkirk.graph.pipeline import Pipeline, Stream
+    from falkirk.graph.policies import Policy
+
+#: The most iterations one epoch may take in a loop.
+MAX_ITERATIONS = 100_000
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop region of ``pipeline`` (build it with :meth:`Pipeline.iterate`)."""
+
+    pipeline: Pipeline
+    name: str
+    max_iterations: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int) or not (
+            1 <= self.max_iterations <= MAX_ITERATIONS
+        ):
+            raise GraphError(
+                f"loop {self.name!r}: max_iterations must be an int in 1..{MAX_ITERATIONS}, got {self.max_iterations!r}"
+            )
+
+    def enter(self, name: str, stream: Stream, *, policy: Policy | None = None) -> Stream:
+        """``stream`` (of epochs) inside the loop: epoch e's rows at ``(e, 0)``."""
+        return stream.apply(name, EnterSpec(loop=self.name), policy=policy)
+
+    def feedback(self, name: str, *, schema: str, policy: Policy | None = None) -> Stream:
+        """A stream of the rows sent back around the loop: what the stream given to
+        :meth:`connect` sends at ``(e, i)`` arrives here at ``(e, i + 1)`` (nothing
+        at ``(e, 0)``). ``schema``: the rows' columns as a DDL string."""
+        return self.pipeline.add(name, FeedbackSpec(loop=self.name, schema=schema), [], policy)
+
+    def connect(self, feedback: Stream, stream: Stream) -> None:
+        """Close the cycle: ``stream`` (inside this loop) is sent back to ``feedback``."""
+        self.pipeline.connect_feedback(self.name, feedback, stream)
+
+    def leave(self, name: str, stream: Stream, *, policy: Policy | None = None) -> Stream:
+        """``stream`` (inside the loop) outside it: the rows of every iteration of
+        epoch e, as rows of epoch e."""
+        return stream.apply(name, LeaveSpec(loop=self.name), policy=policy)
+

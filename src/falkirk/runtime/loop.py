@@ -1,0 +1,231 @@
+"""Running a pipeline's loops: the iterations of an epoch, each a logical time (e, i).
+
+The part of an epoch that lies in or after a loop (:mod:`falkirk.graph.loops`) runs
+on the engine's main thread (:class:`LoopStage`), once everything upstream of it has
+been computed by a worker thread and committed. Workers compute the next epochs'
+upstream parts meanwhile: later epochs enter while earlier ones still iterate.
+
+For loop L and epoch e, iteration i = 0, 1, ... (step numbers match the comments):
+
+1. every processor of L runs at (e, i), in graph order: ``enter`` passes epoch e's
+   rows at i = 0 (nothing later); a ``feedback`` passes what its input sent at
+   (e, i - 1) - that is its own event's time; every other processor its operator's
+   step on the rows of (e, i). A processor that holds the time already (a rollback
+   resumed it further on) skips it, and its rows come from its log of that time;
+2. what the policies persist at (e, i) - eager checkpoints, logged outputs - is
+   written (crash point ``iteration.written``) and committed with Ξ at ↓(e, i) of
+   every processor that ran (``iteration.committed``): a crash then resumes from
+   this iteration instead of the epoch's start;
+3. the iterations end at the first one whose rows sent back are empty (a fixed
+   point), or after ``max_iterations``; every processor of L then stands at (e, ∞):
+   lazy checkpoints are taken now, and each ``leave`` gets the rows of all iterations.
+
+Then the processors after the loop run as in any epoch, and the engine commits the
+epoch's rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+
+from falkirk.graph import EagerCheckpoint, GraphError, Loop, Processor
+from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+from falkirk.runtime.epoch import EpochRunner, EpochWork, whole_tick
+from falkirk.runtime.state import RunState
+from falkirk.spark.frames import empty
+from falkirk.time.ticks import Tick
+
+logger = logging.getLogger(__name__)
+
+#: Commits one iteration's work: ``(work, ticks)`` with the tick of every processor
+#: that ran in it.
+IterationCommit = Callable[[EpochWork, dict[str, Tick]], None]
+
+#: Rows of one output at one time; None when neither computed nor logged (a receiver
+#: that needs them means the rollback plan was wrong).
+Rows = DataFrame | None
+
+
+class LoopStage:
+    """The main thread's part of each epoch of a pipeline with loops (see the module
+    docstring); ``commit`` commits an iteration."""
+
+    def __init__(self, state: RunState, runner: EpochRunner, commit: IterationCommit) -> None:
+        self.state = state
+        self.runner = runner
+        self.commit = commit
+        ahead = {p.name for p in runner.ahead}
+        self.later = [p for p in state.order if p.name not in ahead]
+        self.members = {name: [p for p in state.order if p.loop == name] for name in state.pipeline.loops}
+        #: Iterations each loop ran in the last epoch (for reports and tests).
+        self.iterations: dict[str, int] = {}
+
+    @property
+    def active(self) -> bool:
+        """Whether the pipeline has loops (and so this stage has work)."""
+        return bool(self.later)
+
+    def run(self, work: EpochWork) -> None:
+        """The epoch's loops and what follows them, into ``work`` (whose batch the
+        engine commits after)."""
+        done: set[str] = set()
+        for p in self.later:
+            if p.loop is None:
+                self.runner.step(p, work)
+            elif p.loop not in done:
+                done.add(p.loop)
+                self._iterate(self.state.pipeline.loops[p.loop], work)
+
+    # -- one loop ---------------------------------------------------------------------
+
+    def _iterate(self, loop: Loop, work: EpochWork) -> None:
+        epoch, members = work.epoch, self.members[loop.name]
+        exits = {(i.src, i.port) for q in self.later if isinstance(q.spec, LeaveSpec) for i in q.inputs}
+        leaving: dict[tuple[str, str], list[Rows]] = {key: [] for key in exits}
+        sent: dict[tuple[str, str], Rows] = {}  # the previous iteration's rows, for feedbacks
+        iteration = 0
+        while True:
+            current = self._iteration(loop, work, members, (epoch, iteration), sent)  # Step 1, 2
+            for key in exits:
+                leaving[key].append(current.get(key))
+            sent = {(fb.inputs[0].src, fb.inputs[0].port): current.get((fb.inputs[0].src, fb.inputs[0].port)) for fb in self._feedbacks(members)}
+            if iteration + 1 >= loop.max_iterations or not self._continues(loop, members, epoch, iteration, sent, work):
+                break
+            iteration += 1
+        self.iterations[loop.name] = iteration + 1
+        logger.info("loop=%s epoch=%d iterations=%d", loop.name, epoch, iteration + 1)
+        self._finish(members, work)  # Step 3
+        for key, parts in leaving.items():
+            work.outputs[key] = self._all(key, parts, epoch)
+
+    def _iteration(
+        self, loop: Loop, work: EpochWork, members: list[Processor], at: tuple[int, int], sent: dict[tuple[str, str], Rows]
+    ) -> dict[tuple[str, str], Rows]:
+        """Step 1 and 2 for iteration ``at``: the rows of every output of the loop's
+        processors at this time."""
+        epoch, iteration = at
+        sub = EpochWork(epoch, work.offsets, time.perf_counter())
+        current: dict[tuple[str, str], Rows] = {}
+        ran: dict[str, Tick] = {}
+        for p in members:
+            own: Tick = (epoch, iteration - 1) if isinstance(p.spec, FeedbackSpec) else at
+            if isinstance(p.spec, FeedbackSpec) and iteration == 0:
+                for port in p.ports:  # nothing was sent back before the first iteration
+                    current[(p.name, port)] = empty(self.state.spark, self.state.schemas[(p.name, port)])
+                continue
+            if self._holds(p, own):
+                for port in p.ports:
+                    current[(p.name, port)] = self._logged(p, port, own)
+                continue
+            inputs = [self._input(p, k, at, current, sent, work) for k in range(len(p.inputs))]
+            eager = isinstance(p.policy, EagerCheckpoint)
+            self.runner.run(p, sub, inputs, tick=own, checkpoint=eager and p.spec.keyed)
+            for port in p.ports:
+                current[(p.name, port)] = sub.outputs[(p.name, port)]
+            ran[p.name] = own
+        for fb in self._feedbacks(members):  # kept: tested for emptiness, then read again
+            key = (fb.inputs[0].src, fb.inputs[0].port)
+            if current.get(key) is not None:
+                current[key] = self.runner.keep(work, current[key])  # type: ignore[arg-type]
+        for write in sub.writes:
+            write.result()
+        work.cached += sub.cached
+        for name, seconds in sub.step_seconds.items():
+            work.step_seconds[name] = work.step_seconds.get(name, 0.0) + seconds
+            work.step_finished[name] = sub.step_finished[name]
+        if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
+            self.commit(sub, ran)
+        return current
+
+    def _input(
+        self,
+        p: Processor,
+        k: int,
+        at: tuple[int, int],
+        current: dict[tuple[str, str], Rows],
+        sent: dict[tuple[str, str], Rows],
+        work: EpochWork,
+    ) -> DataFrame:
+        """Input ``k`` of loop processor ``p`` at ``at``."""
+        i = p.inputs[k]
+        key = (i.src, i.port)
+        if isinstance(p.spec, EnterSpec):
+            rows: Rows = work.outputs[key] if at[1] == 0 else empty(self.state.spark, self.state.schemas[key])
+        elif isinstance(p.spec, FeedbackSpec):
+            rows = sent.get(key)
+        else:
+            rows = current.get(key)
+        if rows is None:
+            raise GraphError(
+                f"internal: processor {p.name!r} needs the rows of {i.key} at {at}, which were neither "
+                "computed nor logged; the rollback plan should have prevented this"
+            )
+        return rows
+
+    def _continues(
+        self, loop: Loop, members: list[Processor], epoch: int, iteration: int, sent: dict[tuple[str, str], Rows], work: EpochWork
+    ) -> bool:
+        """Whether epoch ``epoch`` has an iteration after ``iteration``: some rows
+        were sent back, or (after a rollback) a processor holds that iteration."""
+        if any(self._holds(p, (epoch, iteration + 1)) for p in members):
+            return True
+        for fb in self._feedbacks(members):
+            if self._holds(fb, (epoch, iteration)):
+                return True  # it passed those rows on before: the next iteration ran
+        for key, rows in sent.items():
+            if rows is None:
+                raise GraphError(
+                    f"internal: loop {loop.name!r} cannot tell whether epoch {epoch} goes on after iteration "
+                    f"{iteration}: the rows {key[0]}.{key[1]} sent back were neither computed nor logged"
+                )
+            if not rows.isEmpty():
+                return True
+        return False
+
+    def _finish(self, members: list[Processor], work: EpochWork) -> None:
+        """Step 3: every processor of the loop at (e, ∞); lazy checkpoints now. An
+        eager processor's state at (e, ∞) is its last iteration's: recorded as an
+        empty delta, nothing written."""
+        epoch = work.epoch
+        for p in members:
+            self.state.resumed.pop(p.name, None)
+            if epoch <= self.state.restored[p.name]:
+                continue  # it held the whole epoch: its record exists
+            if p.spec.keyed:
+                end = whole_tick(p, epoch)
+                if isinstance(p.policy, EagerCheckpoint):
+                    work.batch.state.append((p.name, end, "delta", []))
+                elif p.policy.checkpoints_at(epoch, self.runner.checkpoints[p.name]):
+                    self.runner.checkpoint(p, end, work)
+            work.ran.append(p.name)
+
+    def _all(self, key: tuple[str, str], parts: list[Rows], epoch: int) -> DataFrame:
+        """The rows an output of the loop sent in every iteration of ``epoch``."""
+        if any(part is None for part in parts):
+            missing = [i for i, part in enumerate(parts) if part is None]
+            raise GraphError(
+                f"internal: the rows {key[0]}.{key[1]} of epoch {epoch}, iterations {missing}, were neither "
+                "computed nor logged; the rollback plan should have prevented this"
+            )
+        out = empty(self.state.spark, self.state.schemas[key])
+        for part in parts:
+            out = out.unionByName(part)  # type: ignore[arg-type]
+        return out
+
+    # -- where a processor stands -------------------------------------------------------
+
+    def _holds(self, p: Processor, t: Tick) -> bool:
+        return self.state.holds(p, t)
+
+    def _logged(self, p: Processor, port: str, t: Tick) -> Rows:
+        """``p``'s logged rows of ``port`` at ``t``, or None without a log."""
+        files = self.state.store.logs(f"{p.name}.{port}").get(t)
+        return None if files is None else self.state.read(files, self.state.schemas[(p.name, port)])
+
+    @staticmethod
+    def _feedbacks(members: list[Processor]) -> list[Processor]:
+        return [p for p in members if isinstance(p.spec, FeedbackSpec)]
