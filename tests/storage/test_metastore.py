@@ -218,3 +218,43 @@ def test_files_under_the_root_are_recorded_relative_to_it(tmp_path: Path) -> Non
     copy = MetaStore(tmp_path / "copy", root=str(tmp_path / "copy"))
     assert copy.logs("a.out")[1][0].path == str(tmp_path / "copy" / "data" / "log.parquet")
     assert copy.sink_commits("out")[1][0].path == outside[0].path  # a table outside the root: as is
+
+
+def test_a_schema_3_root_is_read_and_upgraded_with_its_rows_checked(tmp_path: Path) -> None:
+    """Schema 3 keyed logs and state files by epoch alone: read as it is (read-only),
+    upgraded when opened to write (every row checked against its old CRC first), and
+    a damaged old row stops the upgrade, naming the table."""
+    import json
+    import sqlite3
+    import zlib
+
+    def old_crc(*values: object) -> int:
+        return zlib.crc32(json.dumps(list(values)).encode())
+
+    def make(directory: Path, *, damaged: bool = False) -> None:
+        directory.mkdir()
+        db = sqlite3.connect(directory / "meta.sqlite")
+        db.executescript(
+            "CREATE TABLE message_logs (edge TEXT NOT NULL, epoch INTEGER NOT NULL, files TEXT NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (edge, epoch));"
+            "CREATE TABLE state_files (processor TEXT NOT NULL, epoch INTEGER NOT NULL, kind TEXT NOT NULL, files TEXT NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (processor, epoch));"
+        )
+        files = json.dumps([["@root/logs/a.out/e1/part-0.parquet", 10, "ab"]])
+        db.execute("INSERT INTO message_logs VALUES (?, ?, ?, ?)", ("a.out", 1, files, old_crc("a.out", 1, files) + damaged))
+        db.execute("INSERT INTO state_files VALUES (?, ?, ?, ?, ?)", ("agg", 2, "base", "[]", old_crc("agg", 2, "base", "[]")))
+        db.execute("PRAGMA user_version=3")
+        db.commit()
+        db.close()
+
+    make(tmp_path / "old")
+    readonly = MetaStore(tmp_path / "old", read_only=True)
+    assert list(readonly.logs("a.out")) == [1] and readonly.state_files("agg") == [(2, "base", ())]
+    readonly.close()
+    store = MetaStore(tmp_path / "old")
+    assert list(store.logs("a.out")) == [1] and store.state_files("agg") == [(2, "base", ())]
+    store.commit(CommitBatch(logs=[("a.out", 2, []), ("loop.out", (1, 3), [])], state=[("inloop", (1, float("inf")), "delta", [])]))
+    assert list(store.logs("loop.out")) == [(1, 3)] and store.state_files("inloop")[0][0] == (1, float("inf"))
+    assert store.check_rows() == 5
+    store.close()
+    make(tmp_path / "bad", damaged=True)
+    with pytest.raises(CorruptStorageError, match="message_logs"):
+        MetaStore(tmp_path / "bad")

@@ -170,10 +170,13 @@ class LoopStage:
         self, loop: Loop, members: list[Processor], epoch: int, iteration: int, sent: dict[tuple[str, str], Rows], work: EpochWork
     ) -> bool:
         """Whether epoch ``epoch`` has an iteration after ``iteration``: some rows
-        were sent back, or (after a rollback) a processor holds that iteration."""
-        if any(self._holds(p, (epoch, iteration + 1)) for p in members):
+        were sent back, or (after a rollback) a processor resumed inside the epoch
+        holds that iteration. (One that holds the whole epoch says nothing of how
+        many iterations it took.)"""
+        inside = [p for p in members if p.name in self.state.resumed]
+        if any(self._holds(p, (epoch, iteration + 1)) for p in inside):
             return True
-        for fb in self._feedbacks(members):
+        for fb in self._feedbacks(inside):
             if self._holds(fb, (epoch, iteration)):
                 return True  # it passed those rows on before: the next iteration ran
         for key, rows in sent.items():

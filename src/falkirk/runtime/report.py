@@ -14,6 +14,9 @@ class RunReport:
     epochs: list[int] = field(default_factory=list)
     checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
     recovered: dict[str, int] | None = None
+    #: Where a restart's recovery left each processor: its tick (an epoch, or
+    #: (epoch, iteration) inside a loop: it resumed in the middle of an epoch).
+    recovered_at: dict[str, Tick] = field(default_factory=dict)
     recovery_reasons: dict[str, str] = field(default_factory=dict)
     #: Per edge, the times (in the receiver's domain: an epoch, or (epoch, iteration)
     #: inside a loop) a recovery re-sent from logs.

@@ -45,6 +45,7 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
         at = tick(plan.frontiers[p.name])
         _stand(state, p, at)
         state.report.recovered[p.name] = state.frontier[p.name]
+        state.report.recovered_at[p.name] = at
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
         logger.info("recovery processor=%s tick=%s why=%s", p.name, at, plan.explanations[p.name])
         _undo_after(state, p, at, plan.invalidated[p.name], undone)
