@@ -202,7 +202,10 @@ class StatefulOperator(KeyedOperator):
         return {"out": self.output_schema}
 
     def step(self, step: Step) -> dict[str, DataFrame]:
-        rows = stateful_prepare(self.state, step.inputs[0], step.version)
+        if self.processor.loop is None:
+            rows = stateful_prepare(self.state, step.inputs[0], step.version)
+        else:  # iterations run one after another: no merge to overlap, nothing to keep
+            rows = self.state.partitioned(step.inputs[0])
         step.wait_previous()
         out = stateful_merge(
             self.state,

@@ -350,6 +350,8 @@ class EpochRunner:
             self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
         if barrier:
             crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
+        with self._lock:
+            self.state.report.checkpoint_bytes += sum(f.size for f in files)
         batch.state.append((name, tick, kind, files))
 
     def label(self, description: str) -> None:

@@ -87,9 +87,10 @@ class LoopStage:
         exits = {(i.src, i.port) for q in self.later if isinstance(q.spec, LeaveSpec) for i in q.inputs}
         leaving: dict[tuple[str, str], list[Rows]] = {key: [] for key in exits}
         sent: dict[tuple[str, str], Rows] = {}  # the previous iteration's rows, for feedbacks
-        iteration = 0
+        iteration, computed = 0, 0
         while True:
-            current = self._iteration(loop, work, members, (epoch, iteration), sent)  # Step 1, 2
+            current, ran = self._iteration(loop, work, members, (epoch, iteration), sent)  # Step 1, 2
+            computed += ran
             for key in exits:
                 leaving[key].append(current.get(key))
             sent = {(fb.inputs[0].src, fb.inputs[0].port): current.get((fb.inputs[0].src, fb.inputs[0].port)) for fb in self._feedbacks(members)}
@@ -97,6 +98,7 @@ class LoopStage:
                 break
             iteration += 1
         self.iterations[loop.name] = iteration + 1
+        self.state.report.iterations.append((loop.name, epoch, iteration + 1, computed))
         logger.info("loop=%s epoch=%d iterations=%d", loop.name, epoch, iteration + 1)
         self._finish(members, work)  # Step 3
         for key, parts in leaving.items():
@@ -104,9 +106,9 @@ class LoopStage:
 
     def _iteration(
         self, loop: Loop, work: EpochWork, members: list[Processor], at: tuple[int, int], sent: dict[tuple[str, str], Rows]
-    ) -> dict[tuple[str, str], Rows]:
+    ) -> tuple[dict[tuple[str, str], Rows], bool]:
         """Step 1 and 2 for iteration ``at``: the rows of every output of the loop's
-        processors at this time."""
+        processors at this time, and whether any processor ran (rather than held it)."""
         epoch, iteration = at
         sub = EpochWork(epoch, work.offsets, time.perf_counter())
         current: dict[tuple[str, str], Rows] = {}
@@ -139,7 +141,7 @@ class LoopStage:
             work.step_finished[name] = sub.step_finished[name]
         if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
             self.commit(sub, ran)
-        return current
+        return current, bool(ran)
 
     def _input(
         self,

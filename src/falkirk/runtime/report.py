@@ -13,6 +13,11 @@ class RunReport:
 
     epochs: list[int] = field(default_factory=list)
     checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
+    #: Bytes of keyed-state checkpoint files written.
+    checkpoint_bytes: int = 0
+    #: Per loop and epoch run: (loop, epoch, iterations, iterations computed - the
+    #: others were held already after a rollback that resumed inside the epoch).
+    iterations: list[tuple[str, int, int, int]] = field(default_factory=list)
     recovered: dict[str, int] | None = None
     #: Where a restart's recovery left each processor: its tick (an epoch, or
     #: (epoch, iteration) inside a loop: it resumed in the middle of an epoch).

@@ -51,7 +51,7 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
         _undo_after(state, p, at, plan.invalidated[p.name], undone)
     for edge, times in plan.resend.items():
         if times:
-            state.report.resent[edge] = [tuple(t) if isinstance(t, tuple) else int(t) for t in times]  # type: ignore[arg-type]
+            state.report.resent[edge] = [tuple(t) if isinstance(t, tuple) else int(t) for t in times]
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
     state.delete(state.ledger.forget(undone))
     for p in state.keyed:
