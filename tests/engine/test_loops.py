@@ -204,3 +204,20 @@ def test_sinks_after_a_loop_see_each_epoch_once(spark, rows: Path, tmp_path: Pat
     again = Engine(build(str(rows), str(tmp_path / "out"), EagerCheckpoint()), tmp_path / "state", spark=spark).run()
     assert again.epochs == []
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+
+
+def test_status_and_the_dashboard_show_a_loops_times(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the dashboard's telemetry on, a loop pipeline runs; ``falkirk status``
+    reads its root: loop processors' rollback points are (epoch, iteration) ticks,
+    in plain JSON."""
+    import json
+
+    from falkirk.ops.status import status
+
+    pipeline = build(str(rows), str(tmp_path / "out"), EagerCheckpoint())
+    Engine(pipeline, tmp_path / "state", spark=spark, ui="127.0.0.1:0").run(max_epochs=2)
+    report = status(str(tmp_path / "state"))
+    json.loads(json.dumps(report, allow_nan=False))
+    assert report["processors"]["steps"]["rollback_points"][-1] == [2, "inf"]
+    assert report["processors"]["steps"]["frontier"] == 2 and report["processors"]["rows"]["frontier"] == 2
+    assert report["recovery"]["frontiers"]["steps"] is not None

@@ -19,11 +19,12 @@ from typing import Any
 from falkirk.recovery import CheckpointMeta, Topology, solve
 from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
-from falkirk.runtime.epochs import epoch_of
+from falkirk.runtime.epochs import tick
 from falkirk.storage import MetaStore, StorageError
 from falkirk.storage.filesystem import StoredFile, is_uri
 from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
+from falkirk.time.ticks import epoch_of_tick, epochs_done, tick_json
 
 
 def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
@@ -113,16 +114,18 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
         processors: dict[str, Any] = {}
         last = 0
         for name, info in description["processors"].items():
-            finite = [epoch_of(s.meta.frontier) for s in stored[name] if not s.meta.frontier.is_top]
-            frontier = max(finite, default=0)
+            # A loop processor's rollback points are (epoch, iteration) ticks; its
+            # frontier is the last epoch it holds whole.
+            finite = [tick(s.meta.frontier) for s in stored[name] if not s.meta.frontier.is_top]
+            frontier = max((epochs_done(t) for t in finite), default=0)
             last = max(last, frontier)
             states = store.state_files(name)
             logs = {out: store.logs(out) for out in _outputs(topology, name)}
             processors[name] = {
                 **info,
                 "frontier": frontier,
-                "rollback_points": finite,
-                "last_checkpoint": states[-1][0] if states else None,
+                "rollback_points": [tick_json(t) for t in finite],
+                "last_checkpoint": tick_json(states[-1][0]) if states else None,
                 "checkpoints": {"count": len(states), "bytes": sum(_files(f) for _, _, f in states)},
                 "logs": {
                     "count": sum(len(v) for v in logs.values()),
@@ -138,7 +141,7 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
         if any(stored.values()):
             plan = solve(topology, {p: [s.meta for s in ss] for p, ss in stored.items()})
             recovery = {
-                "frontiers": plan.to_json()["frontiers"],
+                "frontiers": _strict(plan.to_json()["frontiers"]),
                 "why": {p: str(e) for p, e in plan.explanations.items()},
                 "table": plan.table(),
             }
@@ -176,14 +179,14 @@ def inspect(storage: str, what: str, metadata_dir: str | None = None) -> dict[st
             records, files = [], []
             for p, ss in stored.items():
                 for s in ss:
-                    if not s.meta.frontier.is_top and epoch_of(s.meta.frontier) == epoch:
+                    if not s.meta.frontier.is_top and epoch_of_tick(tick(s.meta.frontier)) == epoch:
                         records.append({"processor": p, **_record(s.meta)})
             for p in description["processors"]:
-                files += [_file("state", p, f) for e, _, fs in store.state_files(p) if e == epoch for f in fs]
+                files += [_file("state", p, f) for t, _, fs in store.state_files(p) if epoch_of_tick(t) == epoch for f in fs]
                 if description["processors"][p]["sink"]:
                     files += [_file("sink", p, f) for f in store.sink_commits(p).get(epoch, ())]
             for out in {o for p in description["processors"] for o in _outputs(topology, p)}:
-                files += [_file("log", out, f) for f in store.logs(out).get(epoch, ())]
+                files += [_file("log", out, f) for t, fs in store.logs(out).items() if epoch_of_tick(t) == epoch for f in fs]
             offsets = {s: store.offsets(s).get(epoch) for s, i in description["processors"].items() if i["source"]}
             if not records and not files and all(v is None for v in offsets.values()):
                 raise StorageError(
@@ -194,12 +197,31 @@ def inspect(storage: str, what: str, metadata_dir: str | None = None) -> dict[st
         if what not in description["processors"]:
             raise StorageError(f"no processor {what!r} in pipeline {description['pipeline']!r}: {sorted(description['processors'])}")
         records = [_record(s.meta) for s in stored[what]]
-        files = [_file(f"state epoch {e} ({kind})", what, f) for e, kind, fs in store.state_files(what) for f in fs]
+        files = [_file(f"state {_time(t)} ({kind})", what, f) for t, kind, fs in store.state_files(what) for f in fs]
         for out in _outputs(topology, what):
-            files += [_file(f"log epoch {e}", out, f) for e, fs in store.logs(out).items() for f in fs]
+            files += [_file(f"log {_time(t)}", out, f) for t, fs in store.logs(out).items() for f in fs]
         return {"processor": what, **description["processors"][what], "records": records, "files": files}
     finally:
         store.close()
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every ∞ (a loop frontier's iteration) as ``"inf"``: strict JSON,
+    which the scenario format reads back."""
+    if isinstance(value, float) and value == float("inf"):
+        return "inf"
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    return value
+
+
+def _time(t: object) -> str:
+    """``epoch 3``, or ``epoch 3 iteration 5`` / ``epoch 3 all iterations`` in a loop."""
+    if isinstance(t, tuple):
+        return f"epoch {t[0]} " + ("all iterations" if t[1] == float("inf") else f"iteration {t[1]}")
+    return f"epoch {t}"
 
 
 def _outputs(topology: Topology, processor: str) -> list[str]:

@@ -270,7 +270,9 @@ class EpochRunner:
         for port, df in operator.step(step).items():
             if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                 df = self.keep(work, df)
-            if state.telemetry is not None and not p.spec.source:  # sources: counted from offsets
+            # Sources are counted from their offsets; loop processors' rows are not
+            # counted (an observation per iteration would need a count per tick).
+            if state.telemetry is not None and not p.spec.source and p.loop is None:
                 # Observed above the cache, not inside it: every job reading the output
                 # counts all of it, whichever of two concurrent jobs (a log write and a
                 # consumer) computed which cached partitions.

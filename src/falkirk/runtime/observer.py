@@ -11,10 +11,11 @@ import time
 
 from falkirk.graph import Pipeline
 from falkirk.runtime.epoch import EpochWork
-from falkirk.runtime.epochs import epoch_of
+from falkirk.runtime.epochs import tick
 from falkirk.runtime.state import RunState
 from falkirk.runtime.telemetry import Telemetry
 from falkirk.storage import StoredFile
+from falkirk.time.ticks import epochs_done
 
 #: Committed epochs whose counts Spark never reported are forgotten past this many.
 _PENDING = 50
@@ -99,8 +100,8 @@ class Observer:
         monitor = state.ledger.monitor
         last = max(state.frontier.values(), default=0)
         points = {
-            p: max((epoch_of(m.frontier) for m in monitor.available(p) if not m.frontier.is_top), default=0)
+            p: max((epochs_done(tick(m.frontier)) for m in monitor.available(p) if not m.frontier.is_top), default=0)
             for p in state.frontier
         }
-        marks = {p: last if f.is_top else epoch_of(f) for p, f in monitor.low_watermarks.items()}
+        marks = {p: last if f.is_top else epochs_done(tick(f)) for p, f in monitor.low_watermarks.items()}
         self.telemetry.frontiers(dict(state.frontier), points, marks)

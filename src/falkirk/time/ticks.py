@@ -132,3 +132,10 @@ def message_time(kind: str, t: Tick) -> Tick:
     if kind == "loop_exit" and isinstance(t, tuple):
         return int(t[0])
     raise TimeError(f"no message time for a {kind} edge from tick {t!r}")
+
+
+def tick_json(t: Tick) -> int | list[int | str]:
+    """A tick as JSON: an epoch as an int, ``(e, i)`` as ``[e, i]`` (``"inf"`` for ∞)."""
+    if isinstance(t, tuple):
+        return [int(t[0]), "inf" if t[1] == INF else int(t[1])]
+    return int(t)
