@@ -34,6 +34,7 @@ from falkirk.graph.policies import AtBarriers, GlobalCheckpoints, Policy, Statel
 from falkirk.graph.specs import (
     LOOP_POLICIES,
     AggregateSpec,
+    BufferSpec,
     EnterSpec,
     ExchangeSpec,
     FeedbackSpec,
@@ -239,6 +240,21 @@ class Stream:
             raise GraphError(f"processor {name!r}: {exc}") from exc
         return self.apply(name, spec, table, policy=policy)
 
+    def buffer(self, name: str, *, retain: int | None = None, policy: Policy | None = None) -> Stream:
+        """Keep every row of the stream, partitioned by epoch, and pass the rows on
+        (the paper's Buffer, Figure 3); with ``retain=N`` only the last N epochs' rows
+        are kept. Its state is partitioned by time, so epochs may reach it in any
+        order - later epochs in flight need not wait for earlier ones - and its
+        checkpoints are selective: a checkpoint of epoch A holds exactly the rows of
+        the epochs up to A, even when rows of a later epoch B have arrived already,
+        and a rollback to A restores "all of A, none of B". ``rows()`` on its operator
+        gives what it holds."""
+        try:
+            spec = BufferSpec(retain=retain)
+        except GraphError as exc:
+            raise GraphError(f"processor {name!r}: {exc}") from exc
+        return self.apply(name, spec, policy=policy)
+
     def sink(self, name: str, sink: Sink | TransactionalSink) -> None:
         """Write the stream to ``sink`` (exactly once per epoch; a
         :class:`~falkirk.graph.TransactionalSink` shows an epoch only once released)."""
@@ -338,7 +354,7 @@ class Pipeline:
                 "a stream into a loop with loop.enter and out of it with loop.leave"
             )
         loop = next(iter(scopes), None)
-        if loop is not None and spec.kind in ("join", "lookup"):
+        if loop is not None and spec.kind in ("join", "lookup", "buffer"):
             raise GraphError(
                 f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
                 "epochs); use stateful or aggregate, or join outside the loop"

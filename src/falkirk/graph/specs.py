@@ -49,6 +49,11 @@ class OperatorSpec:
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless, LogOutputs)
     #: Keeps keyed state between epochs (checkpointed by the checkpoint policies).
     keyed: ClassVar[bool] = False
+    #: Its state is partitioned by logical time (events of time t touch only t's
+    #: part), so it may process epochs interleaved, in any order, and checkpoints
+    #: selectively: "all of epoch A, none of B" (section 2.3 and 3.3 of the paper).
+    #: Every other keyed operator applies epochs in order.
+    selective: ClassVar[bool] = False
     #: Reads external input (has offsets) / writes external output (commits files).
     source: ClassVar[bool] = False
     sink: ClassVar[bool] = False
@@ -256,3 +261,20 @@ class LeaveSpec(OperatorSpec):
 
     kind: ClassVar[str] = "leave"
     loop: str = ""
+
+
+@dataclass(frozen=True)
+class BufferSpec(OperatorSpec):
+    """Keeps every row it receives, partitioned by epoch (the paper's Buffer), and
+    passes them on; ``retain`` epochs of them, or all (see
+    :meth:`falkirk.graph.Stream.buffer`)."""
+
+    kind: ClassVar[str] = "buffer"
+    policies: ClassVar[tuple[type[Policy], ...]] = (Stateless, LazyCheckpoint, EagerCheckpoint)
+    keyed: ClassVar[bool] = True
+    selective: ClassVar[bool] = True
+    retain: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.retain is not None and (isinstance(self.retain, bool) or not isinstance(self.retain, int) or self.retain < 1):
+            raise GraphError(f"buffer: retain must be a number of epochs >= 1 (or None: all), got {self.retain!r}")

@@ -16,6 +16,7 @@ from falkirk.graph import GraphError, Processor
 from falkirk.graph.specs import OperatorSpec
 from falkirk.operators.aggregate import AggregateOperator
 from falkirk.operators.base import Operator, Step
+from falkirk.operators.buffer import BufferOperator
 from falkirk.operators.exchange import ExchangeOperator
 from falkirk.operators.join import JoinOperator
 from falkirk.operators.lookup import LookupOperator
@@ -44,6 +45,7 @@ OPERATORS: dict[type[OperatorSpec], type[Operator]] = {
         EnterOperator,
         FeedbackOperator,
         LeaveOperator,
+        BufferOperator,
     )
 }
 

@@ -253,10 +253,12 @@ class EpochRunner:
         started = time.perf_counter()
         self.label(f"{p.name} {tick_label(tick)}")
         previous = self.gates.get((p.name, epoch - 1))
+        waited: list[bool] = []
 
         def wait_previous() -> None:
             if previous is not None:
                 previous.wait(p.name, epoch)
+            waited.append(True)
 
         step = Step(
             epoch, inputs, offsets=work.offsets.get(p.name), wait_previous=wait_previous, cache=lambda df: self.keep(work, df), time=tick
@@ -267,7 +269,17 @@ class EpochRunner:
                 "forgotten below its low-watermark; the rollback plan should have prevented this"
             )
         operator = state.operators[p.name]
-        for port, df in operator.step(step).items():
+        produced = operator.step(step)
+        if p.spec.keyed and not p.spec.selective and not waited:
+            # Section 3.3: only an operator whose state is partitioned by time may
+            # take a later epoch before an earlier one; the others merge in order.
+            raise GraphError(
+                f"operator {type(operator).__name__} of processor {p.name!r} merged epoch {epoch} without "
+                "waiting for the previous one (Step.wait_previous): its state would hold a later epoch "
+                "before an earlier one. Call step.wait_previous() before touching the state, or declare "
+                "the spec selective if its state is partitioned by time"
+            )
+        for port, df in produced.items():
             if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
                 df = self.keep(work, df)
             # Sources are counted from their offsets; loop processors' rows are not
@@ -288,6 +300,11 @@ class EpochRunner:
             crash_point("sink.written")
             work.batch.sink_commits.append((p.name, epoch, emitted))
         if p.spec.keyed and (self._checkpoints_now(p, work) if checkpoint is None else checkpoint):
+            if p.spec.selective:
+                # Its epochs arrive in any order, but its checkpoints are taken in
+                # epoch order: once the previous epoch's is, every part up to this
+                # epoch is there (a later epoch's part may be too: left out).
+                wait_previous()
             self.checkpoint(p, tick, work)
         work.step_finished[p.name] = time.perf_counter()
         work.step_seconds[p.name] = work.step_finished[p.name] - started
