@@ -6,11 +6,9 @@ output and dead-letter table of a plain-Python union-find over the same input
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,8 +24,9 @@ from falkirk.demo.components import (
 )
 from falkirk.demo.verify import differences
 from falkirk.runtime.faults import LOOP_POINTS
+from tests.engine.examples import finish
+from tests.engine.examples import start as run_example
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "components.py"
 pytestmark = pytest.mark.slow
 
 
@@ -39,18 +38,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Expected]:
 
 
 def start(inputs: tuple[Path, Expected], work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
-    if crash:
-        env["FALKIRK_CRASH_AT"] = crash
     args = ["--edges", str(inputs[0]), "--output", str(work / "out"), "--storage", str(work / "state"), "--rejected", str(work / "rej")]
-    return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def finish(proc: subprocess.Popen[bytes]) -> int:
-    _, err = proc.communicate(timeout=600)
-    if proc.returncode not in (0, -signal.SIGKILL):
-        raise AssertionError(err.decode()[-3000:])
-    return proc.returncode
+    return run_example("components.py", args, crash)
 
 
 def check(work: Path, want: Expected) -> None:

@@ -6,11 +6,9 @@ plain-Python computation of the contract, ``expected``)."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,8 +26,9 @@ from falkirk.demo.orders import (
 )
 from falkirk.demo.verify import differences
 from falkirk.runtime.faults import POINTS
+from tests.engine.examples import finish
+from tests.engine.examples import start as run_example
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders.py"
 pytestmark = pytest.mark.slow
 
 
@@ -47,19 +46,9 @@ def inputs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 def start(inputs: tuple[Path, Path, Expected], work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:
     orders, payments, _ = inputs
-    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
-    if crash:
-        env["FALKIRK_CRASH_AT"] = crash
     args = ["--orders", str(orders), "--payments", str(payments), "--output", str(work / "out"),
             "--storage", str(work / "state"), "--rejected", str(work / "rej")]
-    return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def finish(proc: subprocess.Popen[bytes]) -> int:
-    _, err = proc.communicate(timeout=600)
-    if proc.returncode not in (0, -signal.SIGKILL):
-        raise AssertionError(err.decode()[-3000:])
-    return proc.returncode
+    return run_example("orders.py", args, crash)
 
 
 def check(work: Path, want: Expected) -> None:

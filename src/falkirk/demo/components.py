@@ -35,6 +35,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.orders import lines
 from falkirk.graph import EagerCheckpoint, Pipeline, Policy
 from falkirk.io import FileSource, ParquetTableSink
 
@@ -44,14 +45,6 @@ ARRIVALS = "vertex long, neighbor long, label long"
 STATE = "component long, neighbors array<long>"
 SENT = "vertex long, label long, tell boolean"
 _DIGITS = r"^[0-9]+\z"  # Java regex: \z, not $, which also matches before a final \r
-
-
-def lines(df: DataFrame) -> DataFrame:
-    """One row per line of each file (read whole), without the header line and without
-    empty lines: ``raw`` and its comma-separated ``fields``."""
-    numbered = df.select(F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("n", "raw"))
-    kept = numbered.filter((F.col("n") > 0) & (F.col("raw") != ""))
-    return kept.select("raw", F.split(F.col("raw"), ",", -1).alias("fields"))
 
 
 def check(df: DataFrame) -> DataFrame:

@@ -31,15 +31,24 @@ is downstream of it apply epochs in order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+from falkirk.graph.policies import Policy
+from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec, OperatorSpec
 
-if TYPE_CHECKING:
-    from falkirk.graph.pipeline import Pipeline, Stream
-    from falkirk.graph.policies import Policy
+#: A stream of the pipeline (:class:`falkirk.graph.Stream`).
+Stream = Any
+
+
+class Graph(Protocol):
+    """What a loop needs of its :class:`~falkirk.graph.Pipeline`."""
+
+    def add(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None) -> Stream: ...
+
+    def connect_feedback(self, loop: str, feedback: Stream, stream: Stream) -> None: ...
 
 #: The most iterations one epoch may take in a loop.
 MAX_ITERATIONS = 100_000
@@ -49,7 +58,7 @@ MAX_ITERATIONS = 100_000
 class Loop:
     """A loop region of ``pipeline`` (build it with :meth:`Pipeline.iterate`)."""
 
-    pipeline: Pipeline
+    pipeline: Graph
     name: str
     max_iterations: int
 
@@ -63,7 +72,7 @@ class Loop:
 
     def enter(self, name: str, stream: Stream, *, policy: Policy | None = None) -> Stream:
         """``stream`` (of epochs) inside the loop: epoch e's rows at ``(e, 0)``."""
-        return stream.apply(name, EnterSpec(loop=self.name), policy=policy)
+        return self.pipeline.add(name, EnterSpec(loop=self.name), [stream], policy)
 
     def feedback(self, name: str, *, schema: str, policy: Policy | None = None) -> Stream:
         """A stream of the rows sent back around the loop: what the stream given to
@@ -78,5 +87,5 @@ class Loop:
     def leave(self, name: str, stream: Stream, *, policy: Policy | None = None) -> Stream:
         """``stream`` (inside the loop) outside it: the rows of every iteration of
         epoch e, as rows of epoch e."""
-        return stream.apply(name, LeaveSpec(loop=self.name), policy=policy)
+        return self.pipeline.add(name, LeaveSpec(loop=self.name), [stream], policy)
 

@@ -1,0 +1,27 @@
+"""Running an example under test: as a subprocess, optionally armed with a crash point."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def start(example: str, args: list[str], crash: str | None = None) -> subprocess.Popen[bytes]:
+    """``examples/<example>`` with ``args``; ``crash``: ``FALKIRK_CRASH_AT``'s value."""
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    return subprocess.Popen([sys.executable, str(EXAMPLES / example), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> int:
+    """Its exit code once it ends: 0, or -SIGKILL (anything else fails with its stderr)."""
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(err.decode()[-3000:])
+    return proc.returncode
