@@ -221,3 +221,15 @@ def test_status_and_the_dashboard_show_a_loops_times(spark, rows: Path, tmp_path
     assert report["processors"]["steps"]["rollback_points"][-1] == [2, "inf"]
     assert report["processors"]["steps"]["frontier"] == 2 and report["processors"]["rows"]["frontier"] == 2
     assert report["recovery"]["frontiers"]["steps"] is not None
+
+
+def test_later_epochs_enter_while_an_earlier_one_iterates(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Upstream of the loop, epoch 2 is computed by a worker while epoch 1 still
+    iterates on the main thread (max_in_flight=2)."""
+    engine = Engine(build(str(rows), str(tmp_path / "out"), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark, max_in_flight=2)
+    report = engine.run()
+    assert report.epochs == [1, 2, 3, 4]
+    upstream_2 = report.step_finished["start"][1]  # epoch 2's step before the loop
+    loop_1 = report.step_finished["steps"][0]  # epoch 1's last iteration
+    assert upstream_2 < loop_1
+    assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
