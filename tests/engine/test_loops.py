@@ -25,7 +25,7 @@ from falkirk.graph import (
     LazyCheckpoint,
     Pipeline,
 )
-from falkirk.io import FileSource, MemorySink
+from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from tests.engine.loop_pipeline import build, expected, write
@@ -233,3 +233,37 @@ def test_later_epochs_enter_while_an_earlier_one_iterates(spark, rows: Path, tmp
     loop_1 = report.step_finished["steps"][0]  # epoch 1's last iteration
     assert upstream_2 < loop_1
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+
+
+def test_notifications_inside_a_loop_are_per_iteration(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``on_epoch_end`` inside a loop is told each (epoch, iteration) once it is
+    complete, for every key holding state that got no rows at that time."""
+    import pandas as pd_
+
+    p = Pipeline("notified")
+    src = p.source("rows", FileSource(str(rows), "csv", "k long, n long", options={"header": "true"}))
+    loop = p.iterate("l")
+    again = loop.feedback("again", schema="k long, m long")
+    here = loop.enter("enter", src.map("start", lambda df: df.select("k", F.col("n").alias("m")))).union("here", again)
+    loop.connect(again, here.map("down", lambda df: df.filter("m > 0").select("k", (F.col("m") - 1).alias("m"))))
+
+    def seen(key, rows_, state):  # type: ignore[no-untyped-def]
+        return None, pd_.DataFrame({"seen": [1]})
+
+    def notified(key, state, time):  # type: ignore[no-untyped-def]
+        return pd_.DataFrame({"k": [key], "e": [time[0]], "i": [time[1]]}), state
+
+    told = here.stateful(
+        "seen", "k", seen, state_schema="seen long", output_schema="k long, e long, i long", on_epoch_end=notified
+    )
+    loop.leave("out", told).sink("sink", ParquetTableSink(str(tmp_path / "out"), epoch_column=None))
+    Engine(p, tmp_path / "state", spark=spark).run()
+    got = pd.read_parquet(tmp_path / "out").astype("int64")
+    want, held = [], set()
+    for e, epoch_rows in enumerate(EPOCHS, start=1):
+        iterations = max(n for _, n in epoch_rows) + 1
+        for i in range(iterations):
+            arriving = {k for k, n in epoch_rows if n >= i}
+            want += [(k, e, i) for k in sorted(held - arriving)]
+            held |= arriving
+    assert differences(got, pd.DataFrame(want, columns=["k", "e", "i"]).astype("int64"), name="notifications") == []
