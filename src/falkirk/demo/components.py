@@ -35,16 +35,33 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.demo.orders import lines
 from falkirk.graph import EagerCheckpoint, Pipeline, Policy
+from falkirk.graph.loops import MAX_ITERATIONS
 from falkirk.io import FileSource, ParquetTableSink
 
 OUTPUT_COLUMNS = ("vertex", "component", "epoch")
+HEADER = "src,dst"
+#: Line ends: \r\n, \n or a lone \r (Java regex; Python's ``re`` reads it the same).
+LINE_END = "\r\n|\r|\n"
+#: "No neighbour" / "no label" in the loop's rows (ids are non-negative). Not null:
+#: pandas would turn a long column with nulls into floats, which cannot hold every id.
+NONE = -1
 REJECTED_COLUMNS = ("raw", "reason")
 ARRIVALS = "vertex long, neighbor long, label long"
 STATE = "component long, neighbors array<long>"
 SENT = "vertex long, label long, tell boolean"
 _DIGITS = r"^[0-9]+\z"  # Java regex: \z, not $, which also matches before a final \r
+
+
+def lines(df: DataFrame) -> DataFrame:
+    """One row per line of each file (read whole), without empty lines and without the
+    first line if it is the header (``src,dst``, any case, spaces or a byte-order mark
+    around it; any other first line is data): ``raw`` and its comma-separated
+    ``fields``."""
+    numbered = df.select(F.posexplode(F.split(F.col("value"), LINE_END)).alias("n", "raw"))
+    bare = F.lower(F.trim(F.regexp_replace(F.col("raw"), "^\ufeff", "")))
+    kept = numbered.filter(~((F.col("n") == 0) & (bare == HEADER)) & (F.col("raw") != ""))
+    return kept.select("raw", F.split(F.col("raw"), ",", -1).alias("fields"))
 
 
 def check(df: DataFrame) -> DataFrame:
@@ -63,7 +80,7 @@ def undirected(df: DataFrame) -> DataFrame:
     """Each edge as arrivals at both ends (``neighbor`` the other end); a self-loop
     only makes its vertex appear (no neighbour)."""
     s, d = F.col("src").cast("long"), F.col("dst").cast("long")
-    none = F.lit(None).cast("long")
+    none = F.lit(NONE).cast("long")
     pairs = F.when(s == d, F.array(F.struct(s.alias("vertex"), none.alias("neighbor")))).otherwise(
         F.array(F.struct(s.alias("vertex"), d.alias("neighbor")), F.struct(d.alias("vertex"), s.alias("neighbor")))
     )
@@ -74,18 +91,19 @@ def propagate(rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd
     """One iteration at the vertices of one partition (``stateful(vectorized=True)``).
 
     ``rows``: arrivals - a new neighbour (``neighbor``) or a label a neighbour proposes
-    (``label``). A vertex seen for the first time takes its own id as its label. A
-    vertex whose label drops (or that appears) reports it (``tell`` false) and tells
-    all its neighbours; one that keeps its label tells only its new neighbours."""
+    (``label``), each :data:`NONE` when absent. A vertex seen for the first time takes
+    its own id as its label. A vertex whose label drops (or that appears) reports it
+    (``tell`` false) and tells all its neighbours; one that keeps its label tells only
+    its new neighbours."""
     stored = {int(v): (int(c), [int(n) for n in ns]) for v, c, ns in state[["vertex", "component", "neighbors"]].itertuples(index=False)}
     added: dict[int, list[int]] = {}
     proposed: dict[int, int] = {}
     for v, n, label in rows[["vertex", "neighbor", "label"]].itertuples(index=False):
         v = int(v)
         known = added.setdefault(v, [])
-        if not pd.isna(n) and int(n) != v:
+        if n != NONE and int(n) != v:
             known.append(int(n))
-        if not pd.isna(label):
+        if label != NONE:
             proposed[v] = min(int(label), proposed.get(v, int(label)))
     out: list[tuple[int, int, bool]] = []
     new_state: list[tuple[int, int, list[int]]] = []
@@ -109,8 +127,13 @@ def propagate(rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return sent, kept
 
 
-def build_pipeline(edges_dir: str, output_dir: str, rejected_dir: str, *, policy: Policy | None = None, max_iterations: int = 10_000) -> Pipeline:
-    """The query (see the module docstring); ``policy``: ``propagate``'s (default eager)."""
+def build_pipeline(
+    edges_dir: str, output_dir: str, rejected_dir: str, *, policy: Policy | None = None, max_iterations: int = MAX_ITERATIONS
+) -> Pipeline:
+    """The query (see the module docstring); ``policy``: ``propagate``'s (default eager).
+    An epoch that would need more than ``max_iterations`` iterations (a path that
+    long) stops the pipeline with an error rather than write components that are
+    not final."""
     p = Pipeline("components")
     text = {"wholetext": "true"}
     raw = p.source("edges", FileSource(edges_dir, "text", "value string", options=text)).map("lines", lines)
@@ -119,7 +142,7 @@ def build_pipeline(edges_dir: str, output_dir: str, rejected_dir: str, *, policy
         "dead_letter", ParquetTableSink(rejected_dir, epoch_column=None)
     )
     arrivals = valid.map("undirected", undirected)
-    loop = p.iterate("cc", max_iterations=max_iterations)
+    loop = p.iterate("cc", max_iterations=max_iterations, on_limit="fail")
     proposals = loop.feedback("proposals", schema=ARRIVALS)
     sent = (
         loop.enter("seeds", arrivals)
@@ -134,7 +157,7 @@ def build_pipeline(edges_dir: str, output_dir: str, rejected_dir: str, *, policy
             vectorized=True,
         )
     )
-    loop.connect(proposals, sent.map("spread", lambda df: df.filter("tell").select("vertex", F.lit(None).cast("long").alias("neighbor"), "label")))
+    loop.connect(proposals, sent.map("spread", lambda df: df.filter("tell").select("vertex", F.lit(NONE).cast("long").alias("neighbor"), "label")))
     changes = loop.leave("changes", sent.map("changed", lambda df: df.filter("NOT tell").select("vertex", F.col("label").alias("component"))))
     # Labels only drop: a vertex's last label of the epoch is its smallest.
     changes.map("per_epoch", lambda df: df.groupBy("vertex").agg(F.min("component").alias("component"))).sink(
@@ -152,6 +175,12 @@ class Expected:
     rejected: pd.DataFrame  # raw
 
 
+def _fits(field: str) -> bool:
+    """Plain decimal digits of a 64-bit value (leading zeros allowed, however many)."""
+    digits = field.lstrip("0") or "0"
+    return bool(re.fullmatch(r"[0-9]+", field)) and len(digits) <= 19 and int(digits) < 2**63
+
+
 def _find(parent: dict[int, int], v: int) -> int:
     while parent[v] != v:
         parent[v] = parent[parent[v]]
@@ -167,12 +196,12 @@ def expected(edges_dir: str) -> Expected:
     rows: list[tuple[int, int, int]] = []
     bad: list[str] = []
     for epoch, path in enumerate(files, start=1):
-        for raw in re.split(rb"\r?\n", path.read_bytes())[1:]:
-            if raw == b"":
-                continue
+        for n, raw in enumerate(re.split(rb"\r\n|\r|\n", path.read_bytes())):
             line = raw.decode("utf-8", errors="replace")
+            if raw == b"" or (n == 0 and line.removeprefix("\ufeff").strip().lower() == HEADER):
+                continue
             fields = line.split(",")
-            if "\ufffd" in line or len(fields) != 2 or not all(re.fullmatch(r"[0-9]+", f) and int(f) < 2**63 for f in fields):
+            if "\ufffd" in line or len(fields) != 2 or not all(_fits(f) for f in fields):
                 bad.append(line)
                 continue
             a, b = int(fields[0]), int(fields[1])

@@ -61,8 +61,15 @@ class Loop:
     pipeline: Graph
     name: str
     max_iterations: int
+    #: At ``max_iterations`` with rows still sent back: ``"stop"`` the epoch's
+    #: iterations there (a warning is logged; the rows are dropped), or ``"fail"``
+    #: (a :class:`GraphError`: for computations whose result is wrong unless they
+    #: reach their fixed point).
+    on_limit: str = "stop"
 
     def __post_init__(self) -> None:
+        if self.on_limit not in ("stop", "fail"):
+            raise GraphError(f"loop {self.name!r}: on_limit must be 'stop' or 'fail', got {self.on_limit!r}")
         if isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int) or not (
             1 <= self.max_iterations <= MAX_ITERATIONS
         ):

@@ -176,7 +176,12 @@ class Stream:
         the outputs and the new state rows of every key that keeps state (key columns
         included; a key left out loses its state). No Python call per key: with
         pandas group-bys it is typically 10-100x faster than the per-key form.
-        Not combinable with ``on_epoch_end``."""
+        Not combinable with ``on_epoch_end``.
+
+        Rows and state reach ``fn`` as pandas DataFrames converted from Arrow as
+        PySpark's pandas UDFs convert them: an integer column holding a null becomes
+        float64, which holds integers exactly only up to 2^53. Keep integer columns
+        that may exceed that (ids) free of nulls - e.g. a sentinel such as -1."""
         try:
             spec = StatefulSpec(
                 key=keys(name, key),
@@ -272,12 +277,13 @@ class Pipeline:
         self.checkpoints = checkpoints
         self.loops: dict[str, Loop] = {}
 
-    def iterate(self, name: str, *, max_iterations: int = 1000) -> Loop:
+    def iterate(self, name: str, *, max_iterations: int = 1000, on_limit: str = "stop") -> Loop:
         """A loop region (see :mod:`falkirk.graph.loops`): streams enter it with
         :meth:`Loop.enter`, go around with :meth:`Loop.feedback` and
         :meth:`Loop.connect`, and leave with :meth:`Loop.leave`. An epoch's
         iterations end at the first that sends nothing back, or after
-        ``max_iterations``."""
+        ``max_iterations``: then, if rows are still sent back, ``on_limit="stop"``
+        drops them (with a warning) and ``"fail"`` stops the pipeline with an error."""
         if not _NAME.match(name) or name in self.loops:
             raise GraphError(f"loop name {name!r}: use a new name of letters, digits and underscores")
         if self.checkpoints is not None:
@@ -285,7 +291,7 @@ class Pipeline:
                 f"loop {name!r}: pipeline {self.name!r} has global checkpoints, which do not cover loops "
                 "yet; use per-processor policies"
             )
-        loop = Loop(self, name, max_iterations)
+        loop = Loop(self, name, max_iterations, on_limit)
         self.loops[name] = loop
         return loop
 

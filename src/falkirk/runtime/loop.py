@@ -94,7 +94,10 @@ class LoopStage:
             for key in exits:
                 leaving[key].append(current.get(key))
             sent = {(fb.inputs[0].src, fb.inputs[0].port): current.get((fb.inputs[0].src, fb.inputs[0].port)) for fb in self._feedbacks(members)}
-            if iteration + 1 >= loop.max_iterations or not self._continues(loop, members, epoch, iteration, sent, work):
+            if not self._continues(loop, members, epoch, iteration, sent, work):
+                break
+            if iteration + 1 >= loop.max_iterations:
+                self._limit(loop, epoch)
                 break
             iteration += 1
         self.iterations[loop.name] = iteration + 1
@@ -190,6 +193,17 @@ class LoopStage:
             if not rows.isEmpty():
                 return True
         return False
+
+    def _limit(self, loop: Loop, epoch: int) -> None:
+        """Epoch ``epoch`` reached the loop's ``max_iterations`` with rows still sent
+        back: warn and stop there, or fail (``on_limit``)."""
+        what = (
+            f"loop {loop.name!r} reached max_iterations={loop.max_iterations} in epoch {epoch} with rows "
+            "still sent back"
+        )
+        if loop.on_limit == "fail":
+            raise GraphError(f"{what}: its result would be wrong. Raise max_iterations (Pipeline.iterate) and run again")
+        logger.warning("%s: the epoch's iterations stop here and those rows are dropped (on_limit='stop')", what)
 
     def _finish(self, members: list[Processor], work: EpochWork) -> None:
         """Step 3: every processor of the loop at (e, ∞); lazy checkpoints now. An
