@@ -47,7 +47,8 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
         state.report.recovered[p.name] = state.frontier[p.name]
         state.report.recovered_at[p.name] = at
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
-        logger.info("recovery processor=%s tick=%s why=%s", p.name, at, plan.explanations[p.name])
+        # epoch: the last epoch it holds whole; tick: where exactly (inside a loop: an iteration)
+        logger.info("recovery processor=%s epoch=%d tick=%s why=%s", p.name, state.frontier[p.name], at, plan.explanations[p.name])
         _undo_after(state, p, at, plan.invalidated[p.name], undone)
     for edge, times in plan.resend.items():
         if times:
