@@ -53,7 +53,3 @@ def tick(f: Frontier) -> Tick:
     except TimeError as exc:
         raise GraphError(f"internal: {exc}") from exc
 
-
-def down(epoch: int) -> Frontier:
-    """↓epoch, or ∅ for epoch 0 (nothing processed)."""
-    return Frontier(EPOCHS, (epoch,)) if epoch > 0 else Frontier.empty(EPOCHS)

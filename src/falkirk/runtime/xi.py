@@ -47,14 +47,6 @@ def at_tick(
     )
 
 
-def at_epoch(
-    topology: Topology, p: Processor, epoch: int, *, checkpointed: bool, kept_logs: KeptLogs
-) -> CheckpointMeta | None:
-    """Ξ(p, f) for a processor that has processed all of ``epoch`` (↓epoch, or
-    ↓(epoch, ∞) inside a loop)."""
-    return at_tick(topology, p, whole(epoch, domain_of(p)), checkpointed=checkpointed, kept_logs=kept_logs)
-
-
 def live(topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs) -> CheckpointMeta:
     """Ξ(p, ⊤) of a processor that did not fail after ``epoch``: it delivered and was
     notified of everything up to ``epoch``; what it discarded depends on its log."""
