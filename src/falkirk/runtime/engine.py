@@ -59,8 +59,8 @@ from falkirk.spark.errors import as_storage_error
 from falkirk.spark.session import spark_session
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StorageError, StoredFile
 from falkirk.storage.filesystem import filesystem_for, is_uri, local_path
-from falkirk.storage.metastore import DB_NAME
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
+from falkirk.storage.schema import DB_NAME
 from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)

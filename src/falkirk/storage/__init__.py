@@ -13,6 +13,7 @@ from falkirk.storage.filesystem import (
     LocalFileSystem,
     StoredFile,
     filesystem_for,
+    verify_files,
 )
 from falkirk.storage.lock import RootLock
 from falkirk.storage.metastore import (
@@ -21,7 +22,6 @@ from falkirk.storage.metastore import (
     MetaStore,
     StoredCheckpoint,
     make_durable,
-    verify_files,
 )
 
 __all__ = [

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from falkirk.storage.exceptions import StorageError
+from falkirk.storage.exceptions import CorruptStorageError, StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -423,3 +423,26 @@ def filesystem_for(root: str | os.PathLike[str], spark: SparkSession | None = No
         raise StorageError(f"storage root {root}: a Hadoop URI needs a SparkSession to reach it")
     fs = HadoopFileSystem(spark)
     return fs, fs.spelling(str(root).rstrip("/"))
+
+
+def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None, *, deep: bool = True) -> None:
+    """Raise :class:`CorruptStorageError` naming the file unless every file exists
+    with its committed size and, with ``deep``, its committed SHA-256 (reads it)."""
+    fs = fs or LocalFileSystem()
+    for f in files:
+        size = fs.size(f.path)
+        if size is None:
+            raise CorruptStorageError(f"committed file {f.path} is missing")
+        if size != f.size:
+            raise CorruptStorageError(
+                f"committed file {f.path} has {size} bytes, {f.size} were committed: it was "
+                "damaged or truncated after the commit"
+            )
+        if deep and f.sha256 is not None:
+            digest = fs.sha256(f.path)
+            if digest != f.sha256:
+                raise CorruptStorageError(
+                    f"committed file {f.path} is damaged: its SHA-256 is {digest}, {f.sha256} was "
+                    "committed (same size: a changed byte). It is not used; restore it from a "
+                    "backup of the storage root, or start with a fresh storage root."
+                )

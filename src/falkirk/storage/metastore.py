@@ -38,82 +38,18 @@ from typing import Any
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
-from falkirk.time import INF, Frontier, frontier_to_json
+from falkirk.storage.schema import (
+    _COLUMNS,
+    _SCHEMA,
+    _UPGRADABLE,
+    DB_NAME,
+    NO_ITERATION,
+    SCHEMA_VERSION,
+    column_tick,
+    tick_columns,
+)
+from falkirk.time import Frontier, frontier_to_json
 from falkirk.time.ticks import Tick
-
-SCHEMA_VERSION = 4
-#: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
-#: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration).
-_UPGRADABLE = (2, 3)
-#: The ``iteration`` column of a record of an epoch processor (its tick is an int).
-NO_ITERATION = -1
-#: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
-ALL_ITERATIONS = 1 << 62
-DB_NAME = "meta.sqlite"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    processor TEXT NOT NULL,
-    frontier TEXT NOT NULL,
-    record TEXT NOT NULL,
-    files TEXT NOT NULL,
-    committed_at REAL NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (processor, frontier)
-);
-CREATE TABLE IF NOT EXISTS source_offsets (
-    source TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    offsets TEXT NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (source, epoch)
-);
-CREATE TABLE IF NOT EXISTS message_logs (
-    edge TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    iteration INTEGER NOT NULL,
-    files TEXT NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (edge, epoch, iteration)
-);
-CREATE TABLE IF NOT EXISTS state_files (
-    processor TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    iteration INTEGER NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
-    files TEXT NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (processor, epoch, iteration)
-);
-CREATE TABLE IF NOT EXISTS progress (
-    name TEXT NOT NULL PRIMARY KEY,
-    value INTEGER NOT NULL,
-    crc INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS pipeline (
-    name TEXT NOT NULL PRIMARY KEY,
-    description TEXT NOT NULL,
-    crc INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sink_commits (
-    sink TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    files TEXT NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (sink, epoch)
-);
-"""
-
-#: Every table's columns, in order (the last, ``crc``, checks the others).
-_COLUMNS = {
-    "checkpoints": ("processor", "frontier", "record", "files", "committed_at"),
-    "source_offsets": ("source", "epoch", "offsets"),
-    "message_logs": ("edge", "epoch", "iteration", "files"),
-    "state_files": ("processor", "epoch", "iteration", "kind", "files"),
-    "sink_commits": ("sink", "epoch", "files"),
-    "pipeline": ("name", "description"),
-    "progress": ("name", "value"),
-}
 
 
 @dataclass(frozen=True, eq=False)
@@ -316,8 +252,8 @@ class MetaStore:
         ]
         rows_off = [_row(s, e, json.dumps(o)) for s, e, o in batch.offsets]
         rows_sink = [_row(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
-        rows_logs = [_row(edge, *_pair(t), self._files_json(f)) for edge, t, f in batch.logs]
-        rows_state = [_row(p, *_pair(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
+        rows_logs = [_row(edge, *tick_columns(t), self._files_json(f)) for edge, t, f in batch.logs]
+        rows_state = [_row(p, *tick_columns(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             forgotten = self._forget(batch.forget)
@@ -384,8 +320,8 @@ class MetaStore:
     def _forget(self, forget: Forget) -> list[StoredFile]:
         files: list[StoredFile] = []
         for table, key_cols, keys in (
-            ("message_logs", ("edge", "epoch", "iteration"), [(k, *_pair(t)) for k, t in forget.logs]),
-            ("state_files", ("processor", "epoch", "iteration"), [(k, *_pair(t)) for k, t in forget.state]),
+            ("message_logs", ("edge", "epoch", "iteration"), [(k, *tick_columns(t)) for k, t in forget.logs]),
+            ("state_files", ("processor", "epoch", "iteration"), [(k, *tick_columns(t)) for k, t in forget.state]),
             (
                 "checkpoints",
                 ("processor", "frontier"),
@@ -475,7 +411,7 @@ class MetaStore:
         """Committed message logs of ``edge`` per tick of its sender, in order (an
         epoch, or ``(epoch, iteration)`` in a loop; verify the files before use)."""
         rows = self._select("message_logs", "edge = ?", (edge,), "epoch, iteration")
-        return {_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"])) for row in rows}
+        return {column_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"])) for row in rows}
 
     def log_epochs(self, edge: str) -> list[Tick]:
         """The ticks of ``edge`` with a committed log, in order."""
@@ -486,7 +422,7 @@ class MetaStore:
         oldest first (verify the files before use)."""
         rows = self._select("state_files", "processor = ?", (processor,), "epoch, iteration")
         return [
-            (_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"])))
+            (column_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"])))
             for row in rows
         ]
 
@@ -532,43 +468,6 @@ def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
         return sum(o.meta.frontier < s.meta.frontier for o in items)
 
     return sorted(items, key=below)
-
-
-def verify_files(files: Iterable[StoredFile], fs: FileSystem | None = None, *, deep: bool = True) -> None:
-    """Raise :class:`CorruptStorageError` naming the file unless every file exists
-    with its committed size and, with ``deep``, its committed SHA-256 (reads it)."""
-    fs = fs or LocalFileSystem()
-    for f in files:
-        size = fs.size(f.path)
-        if size is None:
-            raise CorruptStorageError(f"committed file {f.path} is missing")
-        if size != f.size:
-            raise CorruptStorageError(
-                f"committed file {f.path} has {size} bytes, {f.size} were committed: it was "
-                "damaged or truncated after the commit"
-            )
-        if deep and f.sha256 is not None:
-            digest = fs.sha256(f.path)
-            if digest != f.sha256:
-                raise CorruptStorageError(
-                    f"committed file {f.path} is damaged: its SHA-256 is {digest}, {f.sha256} was "
-                    "committed (same size: a changed byte). It is not used; restore it from a "
-                    "backup of the storage root, or start with a fresh storage root."
-                )
-
-
-def _pair(t: Tick) -> tuple[int, int]:
-    """A tick as its ``(epoch, iteration)`` columns."""
-    if isinstance(t, tuple):
-        return int(t[0]), ALL_ITERATIONS if t[1] == INF else int(t[1])
-    return int(t), NO_ITERATION
-
-
-def _tick(epoch: int, iteration: int) -> Tick:
-    """The tick of ``(epoch, iteration)`` columns."""
-    if iteration == NO_ITERATION:
-        return epoch
-    return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
 
 
 def _crc(values: Sequence[Any]) -> int:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from falkirk.storage.exceptions import CorruptStorageError
-from falkirk.storage.filesystem import FileSystem, is_uri
-from falkirk.storage.metastore import DB_NAME, MetaStore, verify_files
+from falkirk.storage.filesystem import FileSystem, is_uri, verify_files
+from falkirk.storage.metastore import MetaStore
 from falkirk.storage.published import PublishedMetadata
+from falkirk.storage.schema import DB_NAME
 
 
 @dataclass

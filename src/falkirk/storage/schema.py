@@ -1,0 +1,100 @@
+"""The metadata database's schema: its tables, its version, and how ticks are stored.
+
+Schema 4 keys message logs and state files by ``(epoch, iteration)``: an epoch
+processor's records have iteration ``NO_ITERATION``, a loop processor's the iteration
+of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schemas 2 and 3 are read as they are and
+upgraded by :class:`~falkirk.storage.metastore.MetaStore` when it writes.
+"""
+
+from __future__ import annotations
+
+from falkirk.time import INF
+from falkirk.time.ticks import Tick
+
+SCHEMA_VERSION = 4
+#: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
+#: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration).
+_UPGRADABLE = (2, 3)
+#: The ``iteration`` column of a record of an epoch processor (its tick is an int).
+NO_ITERATION = -1
+#: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
+ALL_ITERATIONS = 1 << 62
+DB_NAME = "meta.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    processor TEXT NOT NULL,
+    frontier TEXT NOT NULL,
+    record TEXT NOT NULL,
+    files TEXT NOT NULL,
+    committed_at REAL NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (processor, frontier)
+);
+CREATE TABLE IF NOT EXISTS source_offsets (
+    source TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    offsets TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (source, epoch)
+);
+CREATE TABLE IF NOT EXISTS message_logs (
+    edge TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (edge, epoch, iteration)
+);
+CREATE TABLE IF NOT EXISTS state_files (
+    processor TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
+    files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (processor, epoch, iteration)
+);
+CREATE TABLE IF NOT EXISTS progress (
+    name TEXT NOT NULL PRIMARY KEY,
+    value INTEGER NOT NULL,
+    crc INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pipeline (
+    name TEXT NOT NULL PRIMARY KEY,
+    description TEXT NOT NULL,
+    crc INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sink_commits (
+    sink TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (sink, epoch)
+);
+"""
+
+#: Every table's columns, in order (the last, ``crc``, checks the others).
+_COLUMNS = {
+    "checkpoints": ("processor", "frontier", "record", "files", "committed_at"),
+    "source_offsets": ("source", "epoch", "offsets"),
+    "message_logs": ("edge", "epoch", "iteration", "files"),
+    "state_files": ("processor", "epoch", "iteration", "kind", "files"),
+    "sink_commits": ("sink", "epoch", "files"),
+    "pipeline": ("name", "description"),
+    "progress": ("name", "value"),
+}
+
+
+def tick_columns(t: Tick) -> tuple[int, int]:
+    """A tick as its ``(epoch, iteration)`` columns."""
+    if isinstance(t, tuple):
+        return int(t[0]), ALL_ITERATIONS if t[1] == INF else int(t[1])
+    return int(t), NO_ITERATION
+
+
+def column_tick(epoch: int, iteration: int) -> Tick:
+    """The tick of ``(epoch, iteration)`` columns."""
+    if iteration == NO_ITERATION:
+        return epoch
+    return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
