@@ -35,7 +35,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.graph import EagerCheckpoint, Pipeline, Policy
+from falkirk.graph import EagerCheckpoint, Pipeline, Policy, Stream
 from falkirk.graph.loops import MAX_ITERATIONS
 from falkirk.io import FileSource, ParquetTableSink
 
@@ -53,27 +53,30 @@ SENT = "vertex long, label long, tell boolean"
 _DIGITS = r"^[0-9]+\z"  # Java regex: \z, not $, which also matches before a final \r
 
 
-def lines(df: DataFrame) -> DataFrame:
+def lines(df: DataFrame, header: str = HEADER) -> DataFrame:
     """One row per line of each file (read whole), without empty lines and without the
     first line if it is the header (``src,dst``, any case, spaces or a byte-order mark
     around it; any other first line is data): ``raw`` and its comma-separated
     ``fields``."""
     numbered = df.select(F.posexplode(F.split(F.col("value"), LINE_END)).alias("n", "raw"))
     bare = F.lower(F.trim(F.regexp_replace(F.col("raw"), "^\ufeff", "")))
-    kept = numbered.filter(~((F.col("n") == 0) & (bare == HEADER)) & (F.col("raw") != ""))
+    kept = numbered.filter(~((F.col("n") == 0) & (bare == header)) & (F.col("raw") != ""))
     return kept.select("raw", F.split(F.col("raw"), ",", -1).alias("fields"))
 
 
-def check(df: DataFrame) -> DataFrame:
-    """Exactly two fields, each plain decimal digits that fit in 64 bits."""
+def check(df: DataFrame, names: tuple[str, ...] = ("src", "dst")) -> DataFrame:
+    """Exactly ``len(names)`` fields, each plain decimal digits that fit in 64 bits:
+    ``raw``, the fields (as strings) named ``names``, and ``reason``."""
     count = F.size("fields")
-    src, dst = F.get(F.col("fields"), 0), F.get(F.col("fields"), 1)
+    values = [F.get(F.col("fields"), k) for k in range(len(names))]
     reason = F.when(F.col("raw").contains("\ufffd"), F.lit("not valid UTF-8"))
-    reason = reason.when(count != 2, F.concat(F.lit("expected 2 fields (src,dst), got "), count.cast("string")))
-    for name, value in (("src", src), ("dst", dst)):
+    reason = reason.when(
+        count != len(names), F.concat(F.lit(f"expected {len(names)} fields ({','.join(names)}), got "), count.cast("string"))
+    )
+    for name, value in zip(names, values, strict=True):
         reason = reason.when(~value.rlike(_DIGITS), F.lit(f"{name} is not a non-negative integer"))
         reason = reason.when(value.try_cast("long").isNull(), F.lit(f"{name} does not fit in 64 bits"))
-    return df.select("raw", src.alias("src"), dst.alias("dst"), reason.alias("reason"))
+    return df.select("raw", *[v.alias(n) for n, v in zip(names, values, strict=True)], reason.alias("reason"))
 
 
 def undirected(df: DataFrame) -> DataFrame:
@@ -141,7 +144,18 @@ def build_pipeline(
     rejected.map("rejected", lambda df: df.select(*REJECTED_COLUMNS)).sink(
         "dead_letter", ParquetTableSink(rejected_dir, epoch_column=None)
     )
-    arrivals = valid.map("undirected", undirected)
+    changes = components_loop(p, valid.map("undirected", undirected), policy or EagerCheckpoint(compact_every=20), max_iterations)
+    # Labels only drop: a vertex's last label of the epoch is its smallest.
+    changes.map("per_epoch", lambda df: df.groupBy("vertex").agg(F.min("component").alias("component"))).sink(
+        "output", ParquetTableSink(output_dir)
+    )
+    return p
+
+
+def components_loop(p: Pipeline, arrivals: Stream, policy: Policy, max_iterations: int = MAX_ITERATIONS) -> Stream:
+    """The loop ``cc`` of label propagation on ``arrivals`` (see :func:`undirected`),
+    with ``propagate`` under ``policy``: the stream of each epoch's label changes
+    (``vertex, component``; a vertex may change several times in one epoch)."""
     loop = p.iterate("cc", max_iterations=max_iterations, on_limit="fail")
     proposals = loop.feedback("proposals", schema=ARRIVALS)
     sent = (
@@ -153,17 +167,13 @@ def build_pipeline(
             propagate,
             state_schema=STATE,
             output_schema=SENT,
-            policy=policy or EagerCheckpoint(compact_every=20),
+            policy=policy,
             vectorized=True,
         )
     )
     loop.connect(proposals, sent.map("spread", lambda df: df.filter("tell").select("vertex", F.lit(NONE).cast("long").alias("neighbor"), "label")))
-    changes = loop.leave("changes", sent.map("changed", lambda df: df.filter("NOT tell").select("vertex", F.col("label").alias("component"))))
-    # Labels only drop: a vertex's last label of the epoch is its smallest.
-    changes.map("per_epoch", lambda df: df.groupBy("vertex").agg(F.min("component").alias("component"))).sink(
-        "output", ParquetTableSink(output_dir)
-    )
-    return p
+    changes: Stream = loop.leave("changes", sent.map("changed", lambda df: df.filter("NOT tell").select("vertex", F.col("label").alias("component"))))
+    return changes
 
 
 # -- the reference: the same query in plain Python (union-find), independent of Spark
@@ -188,28 +198,52 @@ def _find(parent: dict[int, int], v: int) -> int:
     return v
 
 
+def input_files(directory: str) -> list[Path]:
+    """The files a source reads, in name order (one per epoch)."""
+    return sorted(f for f in Path(directory).iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def parsed(path: Path, header: str, fields: int) -> list[tuple[str, list[int] | None]]:
+    """Each line of ``path`` as :func:`lines` and :func:`check` see it: its text, and
+    its ``fields`` integers, or None for a line they reject."""
+    out: list[tuple[str, list[int] | None]] = []
+    for n, raw in enumerate(re.split(rb"\r\n|\r|\n", path.read_bytes())):
+        line = raw.decode("utf-8", errors="replace")
+        if raw == b"" or (n == 0 and line.removeprefix("\ufeff").strip().lower() == header):
+            continue
+        values = line.split(",")
+        ok = "\ufffd" not in line and len(values) == fields and all(_fits(f) for f in values)
+        out.append((line, [int(f) for f in values] if ok else None))
+    return out
+
+
+def union(parent: dict[int, int], a: int, b: int) -> None:
+    """Join the sets of ``a`` and ``b`` (the smaller root stays the root: a root is its
+    set's minimum)."""
+    for v in (a, b):
+        parent.setdefault(v, v)
+    ra, rb_ = _find(parent, a), _find(parent, b)
+    if ra != rb_:
+        parent[max(ra, rb_)] = min(ra, rb_)
+
+
+def component(parent: dict[int, int], v: int) -> int:
+    """The smallest vertex of ``v``'s component."""
+    return _find(parent, v)
+
+
 def expected(edges_dir: str) -> Expected:
     """The whole output and dead-letter table the example must produce."""
-    files = sorted(f for f in Path(edges_dir).iterdir() if f.is_file() and not f.name.startswith((".", "_")))
     parent: dict[int, int] = {}
     last: dict[int, int] = {}
     rows: list[tuple[int, int, int]] = []
     bad: list[str] = []
-    for epoch, path in enumerate(files, start=1):
-        for n, raw in enumerate(re.split(rb"\r\n|\r|\n", path.read_bytes())):
-            line = raw.decode("utf-8", errors="replace")
-            if raw == b"" or (n == 0 and line.removeprefix("\ufeff").strip().lower() == HEADER):
-                continue
-            fields = line.split(",")
-            if "\ufffd" in line or len(fields) != 2 or not all(_fits(f) for f in fields):
+    for epoch, path in enumerate(input_files(edges_dir), start=1):
+        for line, values in parsed(path, HEADER, 2):
+            if values is None:
                 bad.append(line)
-                continue
-            a, b = int(fields[0]), int(fields[1])
-            for v in (a, b):
-                parent.setdefault(v, v)
-            ra, rb_ = _find(parent, a), _find(parent, b)
-            if ra != rb_:  # the smaller root stays the root: a root is its set's minimum
-                parent[max(ra, rb_)] = min(ra, rb_)
+            else:
+                union(parent, values[0], values[1])
         for v in parent:
             c = _find(parent, v)
             if last.get(v) != c:

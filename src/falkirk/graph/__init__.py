@@ -21,6 +21,7 @@ from falkirk.graph.policies import (
     Policy,
     Stateless,
 )
+from falkirk.graph.sequences import Sequenced
 
 __all__ = [
     "AtBarriers",
@@ -35,6 +36,7 @@ __all__ = [
     "Pipeline",
     "Policy",
     "Processor",
+    "Sequenced",
     "Sink",
     "Source",
     "Stateless",

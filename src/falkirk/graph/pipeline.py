@@ -30,9 +30,18 @@ from typing import Any
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.loops import Loop
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
-from falkirk.graph.policies import AtBarriers, GlobalCheckpoints, Policy, Stateless
+from falkirk.graph.policies import (
+    AtBarriers,
+    EagerCheckpoint,
+    GlobalCheckpoints,
+    LogOutputs,
+    Policy,
+    Stateless,
+)
+from falkirk.graph.sequences import Sequenced
 from falkirk.graph.specs import (
     LOOP_POLICIES,
+    SEQUENCE_POLICIES,
     AggregateSpec,
     BufferSpec,
     EnterSpec,
@@ -42,7 +51,9 @@ from falkirk.graph.specs import (
     LeaveSpec,
     LookupSpec,
     MapSpec,
+    NumberSpec,
     OperatorSpec,
+    RegroupSpec,
     SinkSpec,
     SourceSpec,
     StatefulSpec,
@@ -71,13 +82,20 @@ class Input:
 class Processor:
     """One node of the pipeline: its spec (what it does), inputs and policy;
     ``loop`` names the loop it runs in (its times are then ``(epoch, iteration)``),
-    None for a processor of epochs."""
+    ``sequence`` the sequence-number region (its times are then sequence numbers);
+    both None for a processor of epochs."""
 
     name: str
     spec: OperatorSpec
     inputs: tuple[Input, ...]
     policy: Policy
     loop: str | None = None
+    sequence: str | None = None
+
+    @property
+    def region(self) -> str | None:
+        """The loop or sequence-number region it runs in (None: epochs)."""
+        return self.loop or self.sequence
 
     @property
     def kind(self) -> str:
@@ -276,6 +294,7 @@ class Pipeline:
         self.processors: dict[str, Processor] = {}
         self.checkpoints = checkpoints
         self.loops: dict[str, Loop] = {}
+        self.sequences: dict[str, Sequenced] = {}
 
     def iterate(self, name: str, *, max_iterations: int = 1000, on_limit: str = "stop") -> Loop:
         """A loop region (see :mod:`falkirk.graph.loops`): streams enter it with
@@ -284,16 +303,29 @@ class Pipeline:
         iterations end at the first that sends nothing back, or after
         ``max_iterations``: then, if rows are still sent back, ``on_limit="stop"``
         drops them (with a warning) and ``"fail"`` stops the pipeline with an error."""
-        if not _NAME.match(name) or name in self.loops:
-            raise GraphError(f"loop name {name!r}: use a new name of letters, digits and underscores")
-        if self.checkpoints is not None:
-            raise GraphError(
-                f"loop {name!r}: pipeline {self.name!r} has global checkpoints, which do not cover loops "
-                "yet; use per-processor policies"
-            )
+        self._region_name("loop", name)
         loop = Loop(self, name, max_iterations, on_limit)
         self.loops[name] = loop
         return loop
+
+    def sequenced(self, name: str, *, chunk: int = 1000) -> Sequenced:
+        """A sequence-number region (see :mod:`falkirk.graph.sequences`): per-record
+        eager processing, ``chunk`` records committed at a time. Streams enter it with
+        :meth:`Sequenced.enter` (numbered, epoch after epoch) and leave with
+        :meth:`Sequenced.leave` (regrouped into epochs)."""
+        self._region_name("region", name)
+        region = Sequenced(self, name, chunk)
+        self.sequences[name] = region
+        return region
+
+    def _region_name(self, what: str, name: str) -> None:
+        if not _NAME.match(name) or name in self.loops or name in self.sequences:
+            raise GraphError(f"{what} name {name!r}: use a new name of letters, digits and underscores")
+        if self.checkpoints is not None:
+            raise GraphError(
+                f"{what} {name!r}: pipeline {self.name!r} has global checkpoints, which do not cover loops "
+                "or sequence-number regions yet; use per-processor policies"
+            )
 
     def source(self, name: str, source: Source) -> Stream:
         """A source (:mod:`falkirk.io`: files or a generator): it cuts its input into
@@ -319,10 +351,16 @@ class Pipeline:
             raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
         if not isinstance(spec, FeedbackSpec):  # a feedback gets its input later (connect)
             spec.check_arity(name, len(inputs))
-        loop = self._scope(name, spec, inputs)
+        region = self._scope(name, spec, inputs)
+        loop = region if region in self.loops else None
+        sequence = region if region in self.sequences else None
         if loop is not None and not isinstance(policy or Stateless(), LOOP_POLICIES):
             allowed = ", ".join(t.__name__ for t in LOOP_POLICIES)
             raise GraphError(f"processor {name!r} is in loop {loop!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
+        if sequence is not None:
+            self._check_sequence_policy(name, spec, sequence, policy)
+        if isinstance(spec, NumberSpec) and policy is None:
+            policy = LogOutputs()
         if self.checkpoints is not None:
             if policy is not None and not isinstance(policy, Stateless):
                 raise GraphError(
@@ -339,12 +377,42 @@ class Pipeline:
         for s in inputs:
             if s.pipeline is not self:
                 raise GraphError(f"processor {name!r}: its input comes from another pipeline")
-        self.processors[name] = Processor(name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop)
+        self.processors[name] = Processor(
+            name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop, sequence
+        )
         return Stream(self, name, spec.ports[0] if spec.ports else "out")
 
+    @staticmethod
+    def _check_sequence_policy(name: str, spec: OperatorSpec, sequence: str, policy: Policy | None) -> None:
+        if not isinstance(policy or Stateless(), SEQUENCE_POLICIES):
+            allowed = ", ".join(t.__name__ for t in SEQUENCE_POLICIES)
+            raise GraphError(f"processor {name!r} is in region {sequence!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
+        if spec.keyed and not isinstance(policy, EagerCheckpoint):
+            raise GraphError(
+                f"processor {name!r} keeps keyed state in sequence-number region {sequence!r}, which persists "
+                "every update before its input is acknowledged: give it policy=EagerCheckpoint()"
+            )
+
+    def _out_scope(self, p: Processor) -> str | None:
+        """The region of the rows ``p`` sends (a translator's differ from its own)."""
+        if isinstance(p.spec, NumberSpec):
+            return p.spec.sequence
+        if isinstance(p.spec, RegroupSpec):
+            return None
+        return p.region
+
     def _scope(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream]) -> str | None:
-        """The loop processor ``name`` runs in (None: epochs), checked against its inputs'."""
-        scopes = {self.processors[s.processor].loop for s in inputs if s.processor in self.processors}
+        """The loop or region processor ``name`` runs in (None: epochs), checked
+        against its inputs'."""
+        scopes = {self._out_scope(self.processors[s.processor]) for s in inputs if s.processor in self.processors}
+        if isinstance(spec, (NumberSpec, RegroupSpec)):
+            if spec.sequence not in self.sequences:
+                raise GraphError(f"processor {name!r}: no region named {spec.sequence!r}; make it with Pipeline.sequenced")
+            reads = None if isinstance(spec, NumberSpec) else spec.sequence
+            if scopes != {reads}:
+                where = f"region {reads!r}" if reads else "the epochs outside any loop or region"
+                raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
+            return None if isinstance(spec, NumberSpec) else spec.sequence
         if isinstance(spec, (EnterSpec, FeedbackSpec, LeaveSpec)):
             if spec.loop not in self.loops:
                 raise GraphError(f"processor {name!r}: no loop named {spec.loop!r}; make it with Pipeline.iterate")
@@ -360,6 +428,18 @@ class Pipeline:
                 "a stream into a loop with loop.enter and out of it with loop.leave"
             )
         loop = next(iter(scopes), None)
+        if loop in self.sequences:
+            if spec.kind in ("join", "lookup", "buffer") or spec.source or spec.sink:
+                raise GraphError(
+                    f"processor {name!r} ({spec.kind}) cannot be inside sequence-number region {loop!r}; take "
+                    "its stream out with region.leave first"
+                )
+            if getattr(spec, "on_epoch_end", None) is not None:
+                raise GraphError(
+                    f"processor {name!r} is in sequence-number region {loop!r}, where no notifications exist (each "
+                    "record is its own time); drop on_epoch_end or move it after region.leave"
+                )
+            return loop
         if loop is not None and spec.kind in ("join", "lookup", "buffer"):
             raise GraphError(
                 f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
@@ -413,6 +493,11 @@ class Pipeline:
             for kind, how in (("enter", "loop.enter"), ("feedback", "loop.feedback and loop.connect"), ("leave", "loop.leave")):
                 if kind not in kinds:
                     raise GraphError(f"loop {loop!r} has no {kind}; add one with {how}")
+        for region in self.sequences:
+            kinds = [p.kind for p in self.processors.values() if getattr(p.spec, "sequence", None) == region]
+            for kind, how in (("number", "region.enter"), ("regroup", "region.leave")):
+                if kind not in kinds:
+                    raise GraphError(f"sequence-number region {region!r} has no {kind}; add one with {how}")
         for p in self.processors.values():
             if isinstance(p.spec, FeedbackSpec) and not p.inputs:
                 raise GraphError(f"feedback {p.name!r} is not connected; give it its input with loop.connect")

@@ -263,6 +263,30 @@ class LeaveSpec(OperatorSpec):
     loop: str = ""
 
 
+#: What processors inside a sequence-number region may use (keyed ones: eager only).
+SEQUENCE_POLICIES: tuple[type[Policy], ...] = (Stateless, LogOutputs, EagerCheckpoint)
+
+
+@dataclass(frozen=True)
+class NumberSpec(OperatorSpec):
+    """Numbers an epoch stream into sequence-number region ``sequence`` (the
+    translator from epochs to sequence numbers; its output is always logged)."""
+
+    kind: ClassVar[str] = "number"
+    policies: ClassVar[tuple[type[Policy], ...]] = (LogOutputs,)
+    sequence: str = ""
+
+
+@dataclass(frozen=True)
+class RegroupSpec(OperatorSpec):
+    """Takes a stream out of sequence-number region ``sequence``: epoch e's rows
+    leave once all of its records are through (the translator back to epochs)."""
+
+    kind: ClassVar[str] = "regroup"
+    policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
+    sequence: str = ""
+
+
 @dataclass(frozen=True)
 class BufferSpec(OperatorSpec):
     """Keeps every row it receives, partitioned by epoch (the paper's Buffer), and

@@ -22,6 +22,7 @@ from falkirk.operators.join import JoinOperator
 from falkirk.operators.lookup import LookupOperator
 from falkirk.operators.loop import EnterOperator, FeedbackOperator, LeaveOperator
 from falkirk.operators.map import MapOperator
+from falkirk.operators.sequence import NumberOperator, RegroupOperator
 from falkirk.operators.sink import SinkOperator
 from falkirk.operators.source import SourceOperator
 from falkirk.operators.stateful import StatefulOperator
@@ -46,6 +47,8 @@ OPERATORS: dict[type[OperatorSpec], type[Operator]] = {
         FeedbackOperator,
         LeaveOperator,
         BufferOperator,
+        NumberOperator,
+        RegroupOperator,
     )
 }
 

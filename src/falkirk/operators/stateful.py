@@ -202,9 +202,9 @@ class StatefulOperator(KeyedOperator):
         return {"out": self.output_schema}
 
     def step(self, step: Step) -> dict[str, DataFrame]:
-        if self.processor.loop is None:
+        if self.processor.region is None:
             rows = stateful_prepare(self.state, step.inputs[0], step.version)
-        else:  # iterations run one after another: no merge to overlap, nothing to keep
+        else:  # iterations (chunks) run one after another: no merge to overlap, nothing to keep
             rows = self.state.partitioned(step.inputs[0])
         step.wait_previous()
         out = stateful_merge(

@@ -54,6 +54,7 @@ from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
+from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error
 from falkirk.spark.session import spark_session
@@ -271,7 +272,9 @@ class Engine:
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
-            self.loops = LoopStage(self.state, self.runner, self._commit_iteration)
+            self.loops = LoopStage(
+                self.state, self.runner, self._commit_iteration, SequenceStage(self.state, self.runner, self._commit_chunk)
+            )
             self._loop(pool, max_epochs)
             self._collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
@@ -410,6 +413,14 @@ class Engine:
         crash_point("iteration.written")
         self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
         crash_point("iteration.committed")
+        self.edges.act()
+
+    def _commit_chunk(self, work: EpochWork, ticks: dict[str, Tick]) -> None:
+        """Commit one chunk of a sequence-number region: what its processors persisted
+        at their ``ticks`` and their Ξ there (see :mod:`falkirk.runtime.sequence`)."""
+        crash_point("chunk.written")
+        self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
+        crash_point("chunk.committed")
         self.edges.act()
 
     def _collect(self, files: list[StoredFile]) -> None:

@@ -165,7 +165,7 @@ class EpochRunner:
         for p in self.ahead:
             self.gates[(p.name, epoch)] = Gate()
         for p in state.order:
-            if epoch > state.restored[p.name] or p.loop is not None:  # a loop's logs: see runtime/loop.py
+            if epoch > state.restored[p.name] or p.region is not None:  # their logs: runtime/loop.py, sequence.py
                 continue
             for port in p.ports:  # p holds the epoch already: feed receivers that do not
                 if any(
@@ -284,7 +284,7 @@ class EpochRunner:
                 df = self.keep(work, df)
             # Sources are counted from their offsets; loop processors' rows are not
             # counted (an observation per iteration would need a count per tick).
-            if state.telemetry is not None and not p.spec.source and p.loop is None:
+            if state.telemetry is not None and not p.spec.source and p.region is None:
                 # Observed above the cache, not inside it: every job reading the output
                 # counts all of it, whichever of two concurrent jobs (a log write and a
                 # consumer) computed which cached partitions.
@@ -389,12 +389,12 @@ def tick_label(tick: Tick) -> str:
 
 def whole_tick(p: Processor, epoch: int) -> Tick:
     """The tick of ``p`` once it has processed all of ``epoch``."""
-    return (epoch, float("inf")) if p.loop is not None else epoch
+    return (epoch, float("inf")) if p.region is not None else epoch
 
 
 def after_loops(pipeline: Pipeline) -> set[str]:
-    """The processors in a loop or downstream of one."""
-    later = {p.name for p in pipeline.processors.values() if p.loop is not None}
+    """The processors in a loop or a sequence-number region, or downstream of one."""
+    later = {p.name for p in pipeline.processors.values() if p.region is not None}
     grown = True
     while grown:
         grown = False

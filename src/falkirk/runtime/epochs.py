@@ -1,30 +1,46 @@
-"""The engine's time domains: epochs, and ``(epoch, iteration)`` inside loops.
+"""The engine's time domains: epochs, ``(epoch, iteration)`` inside loops, and
+sequence numbers inside sequence-number regions.
 
 Every processor of a pipeline has epochs as times, except the processors of a loop
 (:mod:`falkirk.graph.loops`), whose times are ``(epoch, iteration)`` in the
-lexicographic order. Where a processor stands is a tick (:mod:`falkirk.time.ticks`);
+lexicographic order, and those of a region (:mod:`falkirk.graph.sequences`), whose
+times are sequence numbers. Where a processor stands is a tick (:mod:`falkirk.time.ticks`);
 :func:`topology` hands recovery the real domains and edge projections.
 """
 
 from __future__ import annotations
 
 from falkirk.graph import GraphError, Pipeline, Processor
-from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec, NumberSpec, RegroupSpec
 from falkirk.recovery import Topology
-from falkirk.time import Domain, EpochDomain, Frontier, TimeError
-from falkirk.time.ticks import LOOP, Tick, tick_of
+from falkirk.time import (
+    Domain,
+    EpochDomain,
+    EpochToSeq,
+    Frontier,
+    Projection,
+    SeqToEpoch,
+    TimeError,
+)
+from falkirk.time.ticks import LOOP, SEQ, SEQ_BLOCK, SEQ_LABEL, Tick, tick_of
 
 EPOCHS = EpochDomain()
 
 
 def domain_of(p: Processor) -> Domain:
     """The time domain of processor ``p``."""
-    return LOOP if p.loop is not None else EPOCHS
+    if p.loop is not None:
+        return LOOP
+    return SEQ if p.sequence is not None else EPOCHS
 
 
 def projection_kind(src: Processor, dst: Processor) -> str:
     """The projection of the edge ``src -> dst``: into a loop, around it, out of it,
-    or identity."""
+    into a sequence-number region or out of it, or identity."""
+    if isinstance(src.spec, NumberSpec):
+        return "epoch_to_seq"
+    if isinstance(src.spec, RegroupSpec):
+        return "seq_to_epoch"
     if isinstance(dst.spec, EnterSpec):
         return "loop_entry"
     if isinstance(dst.spec, LeaveSpec):
@@ -37,8 +53,18 @@ def projection_kind(src: Processor, dst: Processor) -> str:
 def topology(pipeline: Pipeline) -> Topology:
     """The pipeline as recovery sees it: each processor's domain, each edge's projection."""
     procs = pipeline.processors
-    edges = [(name, i.src, q.name, projection_kind(procs[i.src], q)) for name, i, q, _ in pipeline.edges()]
+    edges = [(name, i.src, q.name, _projection(projection_kind(procs[i.src], q))) for name, i, q, _ in pipeline.edges()]
     return Topology.build({name: domain_of(p) for name, p in procs.items()}, edges)
+
+
+def _projection(kind: str) -> str | Projection:
+    """The translators' projections: epoch e owns the block of sequence numbers
+    ``((e - 1) * SEQ_BLOCK, e * SEQ_BLOCK]`` (:mod:`falkirk.time.ticks`)."""
+    if kind == "epoch_to_seq":
+        return EpochToSeq(SEQ_LABEL, block=SEQ_BLOCK)
+    if kind == "seq_to_epoch":
+        return SeqToEpoch(SEQ_LABEL, block=SEQ_BLOCK)
+    return kind
 
 
 def epoch_of(f: Frontier) -> int:

@@ -15,7 +15,9 @@ not yet made visible) and ``source.ack`` (input may be acknowledged; not yet don
 With global checkpoints (:data:`BARRIER_POINTS`): ``barrier.injected`` (a barrier is
 decided, no snapshot written) and ``snapshot.written`` (a barrier snapshot is written,
 not yet committed). With loops (:data:`LOOP_POINTS`): ``iteration.written``,
-``iteration.committed`` and ``loop.computed``.
+``iteration.committed`` and ``loop.computed``; with sequence-number regions
+(:data:`CHUNK_POINTS`): ``chunk.written`` and ``chunk.committed`` (and
+``loop.computed``: the stage that runs loops runs regions too).
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -50,6 +52,9 @@ BARRIER_POINTS = ("barrier.injected", "snapshot.written")
 #: written but not committed, and committed; the epoch's loops (and what follows
 #: them) computed, not committed.
 LOOP_POINTS = ("iteration.written", "iteration.committed", "loop.computed")
+#: Reached only by pipelines with sequence-number regions: a chunk's eager checkpoints
+#: and logs written but not committed, and committed.
+CHUNK_POINTS = ("chunk.written", "chunk.committed")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

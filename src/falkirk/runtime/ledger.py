@@ -26,7 +26,7 @@ from falkirk.runtime import xi
 from falkirk.runtime.epochs import domain_of, epoch_of, projection_kind, tick
 from falkirk.runtime.faults import crash_point
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
-from falkirk.time.ticks import Tick, message_time, whole
+from falkirk.time.ticks import SEQ, Tick, epoch_of_tick, message_time, tick_time, whole
 
 logger = logging.getLogger(__name__)
 
@@ -202,13 +202,18 @@ class Ledger:
             elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
                 # A log of the sender's tick t goes once every consumer's low-watermark
                 # holds the time of t's messages in the consumer's own domain.
+                # A region's logs go an epoch at a time (see xi.log_metadata).
                 key = d.edge.split(">")[0]
                 src, port = key.split(".")
                 readers = [(marks[q.name], projection_kind(procs[src], q)) for q in self.pipeline.consumers(src, port)]
+                whole_epochs = procs[src].sequence is not None
                 forget.logs += [
                     (key, t)
                     for t in self.store.log_epochs(key)
-                    if all(mark.contains(message_time(kind, t)) for mark, kind in readers)
+                    if all(
+                        mark.contains(tick_time(mark.domain, message_time(kind, whole(epoch_of_tick(t), SEQ) if whole_epochs else t)))
+                        for mark, kind in readers
+                    )
                 ]
             elif d.kind is DecisionKind.ACK_SOURCE:
                 forget.offsets_upto[d.processor] = epoch_of(d.upto)

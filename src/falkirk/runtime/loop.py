@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame
 from falkirk.graph import EagerCheckpoint, GraphError, Loop, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
 from falkirk.runtime.epoch import EpochRunner, EpochWork, whole_tick
+from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.state import RunState
 from falkirk.spark.frames import empty
 from falkirk.time.ticks import Tick
@@ -54,10 +55,12 @@ class LoopStage:
     """The main thread's part of each epoch of a pipeline with loops (see the module
     docstring); ``commit`` commits an iteration."""
 
-    def __init__(self, state: RunState, runner: EpochRunner, commit: IterationCommit) -> None:
+    def __init__(self, state: RunState, runner: EpochRunner, commit: IterationCommit, sequences: SequenceStage) -> None:
         self.state = state
         self.runner = runner
         self.commit = commit
+        #: Runs the sequence-number regions, which also wait for their upstream here.
+        self.sequences = sequences
         ahead = {p.name for p in runner.ahead}
         self.later = [p for p in state.order if p.name not in ahead]
         self.members = {name: [p for p in state.order if p.loop == name] for name in state.pipeline.loops}
@@ -66,7 +69,7 @@ class LoopStage:
 
     @property
     def active(self) -> bool:
-        """Whether the pipeline has loops (and so this stage has work)."""
+        """Whether the pipeline has loops or regions (and so this stage has work)."""
         return bool(self.later)
 
     def run(self, work: EpochWork) -> None:
@@ -74,11 +77,16 @@ class LoopStage:
         engine commits after)."""
         done: set[str] = set()
         for p in self.later:
-            if p.loop is None:
+            if p.region is None:
                 self.runner.step(p, work)
-            elif p.loop not in done:
+            elif p.region in done:
+                continue
+            elif p.loop is not None:
                 done.add(p.loop)
                 self._iterate(self.state.pipeline.loops[p.loop], work)
+            elif p.sequence is not None:
+                done.add(p.sequence)
+                self.sequences.run(self.state.pipeline.sequences[p.sequence], work)
 
     # -- one loop ---------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ class RunReport:
     #: Per loop and epoch run: (loop, epoch, iterations, iterations computed - the
     #: others were held already after a rollback that resumed inside the epoch).
     iterations: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: Per sequence-number region and epoch run: (region, epoch, chunks, records).
+    chunks: list[tuple[str, int, int, int]] = field(default_factory=list)
     recovered: dict[str, int] | None = None
     #: Where a restart's recovery left each processor: its tick (an epoch, or
     #: (epoch, iteration) inside a loop: it resumed in the middle of an epoch).

@@ -30,7 +30,7 @@ def settle(state: RunState) -> None:
     state.restored = dict(state.frontier)
     after = max(state.frontier.values(), default=0) + 1
     for p in state.keyed:
-        state.operators[p.name].release(ordinal((after, float("inf")) if p.loop is not None else after))
+        state.operators[p.name].release(ordinal((after, float("inf")) if p.region is not None else after))
 
 
 def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None:

@@ -49,8 +49,9 @@ class RunState:
     report: RunReport
     frontier: dict[str, int] = field(default_factory=dict)
     restored: dict[str, int] = field(default_factory=dict)
-    #: Loop processors a rollback took back into the middle of an epoch: the tick
-    #: ``(epoch, iteration)`` they hold (they skip the iterations up to it).
+    #: Loop and region processors a rollback took back into the middle of an epoch:
+    #: the tick ``(epoch, iteration)`` or ``(epoch, record)`` they hold (they skip
+    #: the iterations or records up to it).
     resumed: dict[str, Tick] = field(default_factory=dict)
     #: Live figures for the dashboard (None: the engine runs without one).
     telemetry: Telemetry | None = None
@@ -64,7 +65,7 @@ class RunState:
     def holds(self, p: Processor, t: Tick) -> bool:
         """Whether ``p`` holds time ``t`` (in its domain) already: a rollback left it
         there or beyond, so it skips ``t``."""
-        if p.loop is None:
+        if p.region is None:
             return bool(t <= self.restored[p.name])  # type: ignore[operator]
         at = self.resumed.get(p.name, (self.restored[p.name], INF))
         return bool(t <= at)  # type: ignore[operator]

@@ -27,8 +27,16 @@ from collections.abc import Callable, Collection
 from falkirk.graph import FullHistory, Processor
 from falkirk.recovery import CheckpointMeta, Topology
 from falkirk.runtime.epochs import domain_of
-from falkirk.time import Frontier
-from falkirk.time.ticks import Tick, message_time, previous, tick_frontier, whole
+from falkirk.time import INF, Domain, Frontier, SeqDomain, Time
+from falkirk.time.ticks import (
+    Tick,
+    epoch_of_tick,
+    message_time,
+    previous,
+    tick_frontier,
+    tick_time,
+    whole,
+)
 
 #: The ticks whose logs are kept for an output (``"processor.port"``).
 KeptLogs = Callable[[str], Collection[Tick]]
@@ -42,8 +50,12 @@ def at_tick(
     if p.stateful and not isinstance(p.policy, FullHistory) and not checkpointed:
         return None  # keyed state without a checkpoint here: not a rollback point
     discarded, logged = log_metadata(topology, p, tick, kept_logs)
+    frontier = tick_frontier(domain_of(p), tick)
+    # In a region every row keeps the number of the record it came from, whatever
+    # the edge: p delivered exactly the numbers in its frontier on each input.
+    delivered = {e.name: frontier for e in topology.inputs(p.name)} if isinstance(frontier.domain, SeqDomain) else None
     return CheckpointMeta.build(
-        topology, p.name, tick_frontier(domain_of(p), tick), discarded=discarded, logged=logged or None
+        topology, p.name, frontier, delivered=delivered, discarded=discarded, logged=logged or None
     )
 
 
@@ -64,22 +76,34 @@ def live(topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs) -> C
     )
 
 
+def _before(first: Tick, domain: Domain) -> Tick | None:
+    """The last tick whose messages a logging processor discarded, if ``first`` is
+    its first kept log. In a region a log holds a whole chunk, which began after the
+    previous chunk's end; the engine collects a region's logs an epoch at a time
+    (:meth:`~falkirk.runtime.ledger.Ledger.forgettable`), so the first kept chunk
+    begins an epoch (or a run) and all before that epoch may be gone."""
+    if isinstance(domain, SeqDomain):
+        epoch = epoch_of_tick(first)
+        return (epoch - 1, INF) if epoch > 1 else None
+    return previous(first)
+
+
 def log_metadata(
     topology: Topology, p: Processor, tick: Tick, kept_logs: KeptLogs
-) -> tuple[dict[str, Frontier], dict[str, list[Tick]]]:
+) -> tuple[dict[str, Frontier], dict[str, list[Time]]]:
     """D̄ and L for each output edge of p at ``tick``: a processor that logs its
     outputs discarded only the ticks whose logs were collected and can re-send the
     kept ones; any other discarded all it sent."""
     discarded: dict[str, Frontier] = {}
-    logged: dict[str, list[Tick]] = {}
+    logged: dict[str, list[Time]] = {}
     for e in topology.outputs(p.name):
         kind, target = e.projection.kind, topology.domains[e.dst]
         if not p.policy.logs_outputs:
             discarded[e.name] = tick_frontier(target, message_time(kind, tick))
             continue
         kept = sorted(t for t in kept_logs(e.name.split(">")[0]) if t <= tick)  # type: ignore[operator]
-        before = previous(kept[0]) if kept else tick
+        before = _before(kept[0], topology.domains[p.name]) if kept else tick
         discarded[e.name] = Frontier.empty(target) if before is None else tick_frontier(target, message_time(kind, before))
-        logged[e.name] = sorted({message_time(kind, t) for t in kept})
+        logged[e.name] = sorted({tick_time(target, message_time(kind, t)) for t in kept}, key=target.sort_key)
     return discarded, logged
 

@@ -283,12 +283,17 @@ class EpochToSeq(Projection):
 
     ``sent_through[t]`` is how many messages the sender had sent on ``edge`` once it
     finished epoch t (it sends all of epoch t before any of epoch t+1), so
-    φ(↓t) = ↓(edge, sent_through[t'] ) for the greatest recorded t' <= t."""
+    φ(↓t) = ↓(edge, sent_through[t'] ) for the greatest recorded t' <= t.
+
+    With ``block`` > 0 the numbers need no recording: epoch t's messages are numbered
+    within ``((t - 1) * block, t * block)``, so φ(↓t) = ↓(edge, t * block) (the
+    engine's regions, :mod:`falkirk.time.ticks`)."""
 
     edge: str
     sent_through: Mapping[int, int] = field(default_factory=dict)
     src: Domain = field(default_factory=EpochDomain)
     dst: Domain = field(default_factory=SeqDomain)
+    block: int = 0
 
     def __post_init__(self) -> None:
         _non_decreasing(
@@ -308,6 +313,8 @@ class EpochToSeq(Projection):
         return "epoch_to_seq"
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
+        if self.block > 0:
+            return Frontier(self.dst, ((self.edge, int(maxima[0]) * self.block),))  # type: ignore[arg-type]
         epochs = sorted(self.sent_through)
         i = bisect.bisect_right(epochs, maxima[0])
         if i == 0:
@@ -320,12 +327,16 @@ class SeqToEpoch(Projection):
     """Translator from sequence numbers on ``edge`` to epochs (windows of messages).
 
     ``last_seq[t]`` is the sequence number of the last message of epoch t on ``edge``;
-    φ(f) = ↓t for the greatest t whose whole window is in f."""
+    φ(f) = ↓t for the greatest t whose whole window is in f.
+
+    With ``block`` > 0 epoch t's window is ``((t - 1) * block, t * block]`` and
+    φ(↓(edge, n)) = ↓(n // block): only whole blocks count (the engine's regions)."""
 
     edge: str
     last_seq: Mapping[int, int] = field(default_factory=dict)
     src: Domain = field(default_factory=SeqDomain)
     dst: Domain = field(default_factory=EpochDomain)
+    block: int = 0
 
     def __post_init__(self) -> None:
         _non_decreasing(
@@ -349,6 +360,9 @@ class SeqToEpoch(Projection):
         seen = max((t[1] for t in maxima if t[0] == self.edge), default=None)
         if seen is None:
             return Frontier.empty(self.dst)
+        if self.block > 0:
+            whole = int(seen) // self.block
+            return Frontier(self.dst, (whole,)) if whole > 0 else Frontier.empty(self.dst)
         done = None
         for t in sorted(self.last_seq):  # only a gap-free run of finished epochs counts
             if self.last_seq[t] > seen:

@@ -9,7 +9,15 @@ times of each processor for checkpointing, so a rollback frontier of one process
   :class:`~falkirk.time.ProductDomain` of depth 2, lexicographic order); its tick is
   ``(e, i)`` - every iteration of the epochs before e and iterations 0..i of e - or
   ``(e, INF)``: all of epoch e, however many iterations it took. ``(0, INF)`` is
-  nothing processed (epochs start at 1).
+  nothing processed (epochs start at 1);
+* a processor of a sequence-number region (:mod:`falkirk.graph.sequences`) has times
+  ``(SEQ_LABEL, n)`` in a :class:`~falkirk.time.SeqDomain`: the region numbers its
+  records once, as they enter, epoch e's k-th record getting
+  ``n = (e - 1) * SEQ_BLOCK + k``, and every row derived from a record keeps its
+  number. Its tick is ``(e, k)`` - records up to the k-th of epoch e processed - or
+  ``(e, INF)``: all of epoch e, which is ``↓(SEQ_LABEL, e * SEQ_BLOCK)``. The numbers
+  leave gaps between epochs, which the order on ``(edge, n)`` does not mind; section
+  3.2's 73-message epoch 1 is numbered 1..73 and epoch 2 starts at SEQ_BLOCK + 1.
 
 This module converts between ticks and frontiers and gives every tick an ``ordinal``:
 an int that grows with the tick, used to version keyed state (its ``_epoch`` column)
@@ -21,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from falkirk.time.domains import INF, Domain, EpochDomain, ProductDomain
+from falkirk.time.domains import INF, Domain, EpochDomain, ProductDomain, SeqDomain, Time
 from falkirk.time.exceptions import TimeError
 from falkirk.time.frontier import Frontier
 
@@ -32,11 +40,19 @@ Tick = int | tuple[int, Any]
 LOOP = ProductDomain(2, "lexicographic")
 #: Iterations of one epoch a loop may run (ordinals leave room for this many).
 ITERATION_LIMIT = 1 << 20
+#: The time domain of the processors of a sequence-number region.
+SEQ = SeqDomain()
+#: The edge label of a region's sequence numbers (each region numbers its records
+#: once, at its entry; regions never exchange numbered rows, so one label serves all).
+SEQ_LABEL = "seq"
+#: Sequence numbers each epoch owns: at most ``SEQ_BLOCK - 2`` records of one epoch
+#: may enter a region (the tick's ordinal must stay below the next epoch's).
+SEQ_BLOCK = ITERATION_LIMIT
 
 
 def start_tick(domain: Domain) -> Tick:
     """The tick of a processor that has processed nothing."""
-    return (0, INF) if isinstance(domain, ProductDomain) else 0
+    return (0, INF) if isinstance(domain, (ProductDomain, SeqDomain)) else 0
 
 
 def is_loop_tick(t: Tick) -> bool:
@@ -58,11 +74,42 @@ def epochs_done(t: Tick) -> int:
 
 def whole(epoch: int, domain: Domain) -> Tick:
     """The tick of a processor of ``domain`` that has processed all of ``epoch``."""
-    return (epoch, INF) if isinstance(domain, ProductDomain) else epoch
+    return (epoch, INF) if isinstance(domain, (ProductDomain, SeqDomain)) else epoch
+
+
+def seq_number(t: Tick) -> int:
+    """The sequence number of a region's tick: ``(e, k)`` is record
+    ``(e - 1) * SEQ_BLOCK + k``, ``(e, INF)`` is ``e * SEQ_BLOCK`` (all of epoch e)."""
+    if not isinstance(t, tuple):
+        raise TimeError(f"a sequence-number region has (epoch, count) ticks, got {t!r}")
+    epoch, k = int(t[0]), t[1]
+    if k == INF:
+        return epoch * SEQ_BLOCK
+    if not 0 <= k < SEQ_BLOCK - 1:
+        raise TimeError(f"record {k!r} of epoch {epoch} is outside 0..{SEQ_BLOCK - 2}")
+    return (epoch - 1) * SEQ_BLOCK + int(k)
+
+
+def seq_tick(n: int) -> Tick:
+    """The tick of sequence number ``n`` (see :func:`seq_number`); a number that
+    ends an epoch's block is that whole epoch."""
+    epoch, k = divmod(int(n), SEQ_BLOCK)
+    return (epoch, INF) if k == 0 else (epoch + 1, k)
+
+
+def tick_time(domain: Domain, t: Tick) -> Time:
+    """Tick ``t`` as a time of ``domain``: a sequence-number tick becomes
+    ``(SEQ_LABEL, n)``; other ticks are times already."""
+    if isinstance(domain, SeqDomain):
+        return (SEQ_LABEL, seq_number(t))
+    return t
 
 
 def tick_frontier(domain: Domain, t: Tick) -> Frontier:
     """↓t in ``domain`` (∅ for a start tick)."""
+    if isinstance(domain, SeqDomain):
+        n = seq_number(t)
+        return Frontier.down(domain, [[SEQ_LABEL, n]]) if n > 0 else Frontier.empty(domain)
     if isinstance(domain, ProductDomain):
         if not isinstance(t, tuple):
             raise TimeError(f"a processor in a loop has (epoch, iteration) ticks, got {t!r}")
@@ -84,6 +131,10 @@ def tick_of(f: Frontier) -> Tick:
     if not f.maxima:
         return start_tick(f.domain)
     m = f.maxima[0]
+    if isinstance(f.domain, SeqDomain):
+        if not isinstance(m, tuple) or m[0] != SEQ_LABEL or m[1] == INF:
+            raise TimeError(f"a region's frontier is ↓({SEQ_LABEL!r}, n) for a finite n, got {f!r}")
+        return seq_tick(int(m[1]))
     if isinstance(f.domain, ProductDomain):
         if not isinstance(m, tuple) or len(m) != 2:
             raise TimeError(f"a loop frontier's maximum is (epoch, iteration), got {m!r}")
@@ -122,9 +173,16 @@ def message_time(kind: str, t: Tick) -> Tick:
     """The time, in the receiver's domain, of the latest message a processor at
     tick ``t`` may have sent on an edge with projection ``kind``: into a loop epoch
     e becomes ``(e, 0)``; the feedback edge adds one iteration; out of a loop
-    ``(e, i)`` becomes epoch e (its iterations so far may have sent rows of e)."""
+    ``(e, i)`` becomes epoch e (its iterations so far may have sent rows of e); into
+    a sequence-number region epoch e becomes ``(e, INF)`` (all its numbers); out of
+    one, ``(e, k)`` becomes e - 1 (the translator holds epoch e back until it has
+    every record of e) and ``(e, INF)`` becomes e."""
     if kind == "identity":
         return t
+    if kind == "epoch_to_seq" and not isinstance(t, tuple):
+        return (t, INF)
+    if kind == "seq_to_epoch" and isinstance(t, tuple):
+        return int(t[0]) if t[1] == INF else int(t[0]) - 1
     if kind == "loop_entry":
         return (epoch_of_tick(t), 0)
     if kind == "feedback" and isinstance(t, tuple):
