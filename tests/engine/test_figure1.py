@@ -17,7 +17,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from falkirk.demo.figure1 import REJECTED_COLUMNS, RESPONSE_COLUMNS, STATS_COLUMNS, Expected, build_pipeline, expected, explain, write_input
+from falkirk.demo.figure1 import (
+    REJECTED_COLUMNS,
+    RESPONSE_COLUMNS,
+    STATS_COLUMNS,
+    Expected,
+    build_pipeline,
+    expected,
+    explain,
+    write_input,
+)
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
 from tests.engine.examples import finish
