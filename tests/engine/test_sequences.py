@@ -63,6 +63,15 @@ def test_a_region_numbers_records_and_commits_every_chunk(spark, rows: Path, tmp
     ticks = [t for t, _, _ in meta.state_files("balance")]
     assert ticks[-3:] == [(4, 2), (4, 4), (4, INF)]
     meta.close()
+    # falkirk status reads the root (the translators are in the recorded description)
+    import json
+
+    from falkirk.ops.status import status
+
+    report = status(str(tmp_path / "state"))
+    json.loads(json.dumps(report, allow_nan=False))
+    assert report["processors"]["balance"]["rollback_points"][-1] == [4, "inf"]
+    assert report["processors"]["regroup"]["frontier"] == 4
 
 
 def test_the_translators_project_epochs_and_numbers(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

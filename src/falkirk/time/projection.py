@@ -424,11 +424,22 @@ def projection_for(kind: str, source: Domain, target: Domain) -> Projection:
                 f"feedback needs the same product domain at both ends, got {source!r} -> {target!r}"
             )
         return Feedback(source)
+    if kind in ("epoch_to_seq", "seq_to_epoch"):
+        # The engine's translators: epoch e owns the numbers ((e-1)·SEQ_BLOCK, e·SEQ_BLOCK]
+        # of edge label SEQ_LABEL (falkirk.time.ticks).
+        from falkirk.time.ticks import SEQ_BLOCK, SEQ_LABEL
+
+        want = (EpochDomain, SeqDomain) if kind == "epoch_to_seq" else (SeqDomain, EpochDomain)
+        if not (isinstance(source, want[0]) and isinstance(target, want[1])):
+            raise TimeError(f"{kind} must go from {want[0]()!r} to {want[1]()!r}, got {source!r} -> {target!r}")
+        if kind == "epoch_to_seq":
+            return EpochToSeq(SEQ_LABEL, src=source, dst=target, block=SEQ_BLOCK)
+        return SeqToEpoch(SEQ_LABEL, src=source, dst=target, block=SEQ_BLOCK)
     if kind == "recorded":
         return Recorded(source, target)
     if kind == "empty":
         return Empty(source, target)
     raise TimeError(
         f"unknown projection {kind!r}: expected identity, loop_entry, loop_exit, "
-        "feedback, recorded or empty"
+        "feedback, epoch_to_seq, seq_to_epoch, recorded or empty"
     )
