@@ -32,28 +32,24 @@ from falkirk.graph.loops import Loop
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     AtBarriers,
-    EagerCheckpoint,
     GlobalCheckpoints,
     LogOutputs,
     Policy,
     Stateless,
 )
+from falkirk.graph.scopes import check_sequence_policy, out_scope, scope_of
 from falkirk.graph.sequences import Sequenced
 from falkirk.graph.specs import (
     LOOP_POLICIES,
-    SEQUENCE_POLICIES,
     AggregateSpec,
     BufferSpec,
-    EnterSpec,
     ExchangeSpec,
     FeedbackSpec,
     JoinSpec,
-    LeaveSpec,
     LookupSpec,
     MapSpec,
     NumberSpec,
     OperatorSpec,
-    RegroupSpec,
     SinkSpec,
     SourceSpec,
     StatefulSpec,
@@ -351,14 +347,15 @@ class Pipeline:
             raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
         if not isinstance(spec, FeedbackSpec):  # a feedback gets its input later (connect)
             spec.check_arity(name, len(inputs))
-        region = self._scope(name, spec, inputs)
+        outs = {out_scope(self.processors[i.processor].spec, self.processors[i.processor].region) for i in inputs if i.processor in self.processors}
+        region = scope_of(name, spec, outs, self.loops, self.sequences)
         loop = region if region in self.loops else None
         sequence = region if region in self.sequences else None
         if loop is not None and not isinstance(policy or Stateless(), LOOP_POLICIES):
             allowed = ", ".join(t.__name__ for t in LOOP_POLICIES)
             raise GraphError(f"processor {name!r} is in loop {loop!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
         if sequence is not None:
-            self._check_sequence_policy(name, spec, sequence, policy)
+            check_sequence_policy(name, spec, sequence, policy)
         if isinstance(spec, NumberSpec) and policy is None:
             policy = LogOutputs()
         if self.checkpoints is not None:
@@ -381,73 +378,6 @@ class Pipeline:
             name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop, sequence
         )
         return Stream(self, name, spec.ports[0] if spec.ports else "out")
-
-    @staticmethod
-    def _check_sequence_policy(name: str, spec: OperatorSpec, sequence: str, policy: Policy | None) -> None:
-        if not isinstance(policy or Stateless(), SEQUENCE_POLICIES):
-            allowed = ", ".join(t.__name__ for t in SEQUENCE_POLICIES)
-            raise GraphError(f"processor {name!r} is in region {sequence!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
-        if spec.keyed and not isinstance(policy, EagerCheckpoint):
-            raise GraphError(
-                f"processor {name!r} keeps keyed state in sequence-number region {sequence!r}, which persists "
-                "every update before its input is acknowledged: give it policy=EagerCheckpoint()"
-            )
-
-    def _out_scope(self, p: Processor) -> str | None:
-        """The region of the rows ``p`` sends (a translator's differ from its own)."""
-        if isinstance(p.spec, NumberSpec):
-            return p.spec.sequence
-        if isinstance(p.spec, RegroupSpec):
-            return None
-        return p.region
-
-    def _scope(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream]) -> str | None:
-        """The loop or region processor ``name`` runs in (None: epochs), checked
-        against its inputs'."""
-        scopes = {self._out_scope(self.processors[s.processor]) for s in inputs if s.processor in self.processors}
-        if isinstance(spec, (NumberSpec, RegroupSpec)):
-            if spec.sequence not in self.sequences:
-                raise GraphError(f"processor {name!r}: no region named {spec.sequence!r}; make it with Pipeline.sequenced")
-            reads = None if isinstance(spec, NumberSpec) else spec.sequence
-            if scopes != {reads}:
-                where = f"region {reads!r}" if reads else "the epochs outside any loop or region"
-                raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
-            return None if isinstance(spec, NumberSpec) else spec.sequence
-        if isinstance(spec, (EnterSpec, FeedbackSpec, LeaveSpec)):
-            if spec.loop not in self.loops:
-                raise GraphError(f"processor {name!r}: no loop named {spec.loop!r}; make it with Pipeline.iterate")
-            outside = None if isinstance(spec, LeaveSpec) else spec.loop
-            inside = spec.loop if isinstance(spec, LeaveSpec) else None
-            if not isinstance(spec, FeedbackSpec) and scopes != {inside}:
-                where = f"loop {inside!r}" if inside else "the epochs outside any loop (loops do not nest yet)"
-                raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
-            return outside
-        if len(scopes) > 1:
-            raise GraphError(
-                f"processor {name!r} reads streams of different scopes ({sorted(map(str, scopes))}); bring "
-                "a stream into a loop with loop.enter and out of it with loop.leave"
-            )
-        loop = next(iter(scopes), None)
-        if loop in self.sequences:
-            if spec.kind in ("join", "lookup", "buffer") or spec.source or spec.sink:
-                raise GraphError(
-                    f"processor {name!r} ({spec.kind}) cannot be inside sequence-number region {loop!r}; take "
-                    "its stream out with region.leave first"
-                )
-            if getattr(spec, "on_epoch_end", None) is not None:
-                raise GraphError(
-                    f"processor {name!r} is in sequence-number region {loop!r}, where no notifications exist (each "
-                    "record is its own time); drop on_epoch_end or move it after region.leave"
-                )
-            return loop
-        if loop is not None and spec.kind in ("join", "lookup", "buffer"):
-            raise GraphError(
-                f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
-                "epochs); use stateful or aggregate, or join outside the loop"
-            )
-        if loop is not None and (spec.source or spec.sink):
-            raise GraphError(f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r}; take its stream out with loop.leave")
-        return loop
 
     def connect_feedback(self, loop: str, feedback: Stream, stream: Stream) -> None:
         """Give the feedback processor of ``feedback`` its input ``stream`` (see

@@ -1,0 +1,89 @@
+"""Where a processor runs: in the epochs, in a loop (:mod:`falkirk.graph.loops`) or in a
+sequence-number region (:mod:`falkirk.graph.sequences`), checked against what it reads
+and what it is, with errors that say how to fix the graph."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from falkirk.graph.exceptions import GraphError
+from falkirk.graph.policies import EagerCheckpoint, Policy, Stateless
+from falkirk.graph.specs import (
+    SEQUENCE_POLICIES,
+    EnterSpec,
+    FeedbackSpec,
+    LeaveSpec,
+    NumberSpec,
+    OperatorSpec,
+    RegroupSpec,
+)
+
+
+def check_sequence_policy(name: str, spec: OperatorSpec, sequence: str, policy: Policy | None) -> None:
+    """Raise unless ``policy`` may be used by processor ``name`` in region ``sequence``."""
+    if not isinstance(policy or Stateless(), SEQUENCE_POLICIES):
+        allowed = ", ".join(t.__name__ for t in SEQUENCE_POLICIES)
+        raise GraphError(f"processor {name!r} is in region {sequence!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]
+    if spec.keyed and not isinstance(policy, EagerCheckpoint):
+        raise GraphError(
+            f"processor {name!r} keeps keyed state in sequence-number region {sequence!r}, which persists "
+            "every update before its input is acknowledged: give it policy=EagerCheckpoint()"
+        )
+
+
+def out_scope(spec: OperatorSpec, region: str | None) -> str | None:
+    """The loop or region of the rows a processor of ``spec`` in ``region`` sends (a
+    translator's differ from its own)."""
+    if isinstance(spec, NumberSpec):
+        return spec.sequence
+    if isinstance(spec, RegroupSpec):
+        return None
+    return region
+
+
+def scope_of(name: str, spec: OperatorSpec, scopes: set[str | None], loops: Collection[str], sequences: Collection[str]) -> str | None:
+    """The loop or region processor ``name`` runs in (None: epochs), checked against
+    ``scopes``, those of the rows it reads."""
+    if isinstance(spec, (NumberSpec, RegroupSpec)):
+        if spec.sequence not in sequences:
+            raise GraphError(f"processor {name!r}: no region named {spec.sequence!r}; make it with Pipeline.sequenced")
+        reads = None if isinstance(spec, NumberSpec) else spec.sequence
+        if scopes != {reads}:
+            where = f"region {reads!r}" if reads else "the epochs outside any loop or region"
+            raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
+        return None if isinstance(spec, NumberSpec) else spec.sequence
+    if isinstance(spec, (EnterSpec, FeedbackSpec, LeaveSpec)):
+        if spec.loop not in loops:
+            raise GraphError(f"processor {name!r}: no loop named {spec.loop!r}; make it with Pipeline.iterate")
+        outside = None if isinstance(spec, LeaveSpec) else spec.loop
+        inside = spec.loop if isinstance(spec, LeaveSpec) else None
+        if not isinstance(spec, FeedbackSpec) and scopes != {inside}:
+            where = f"loop {inside!r}" if inside else "the epochs outside any loop (loops do not nest yet)"
+            raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
+        return outside
+    if len(scopes) > 1:
+        raise GraphError(
+            f"processor {name!r} reads streams of different scopes ({sorted(map(str, scopes))}); bring "
+            "a stream into a loop with loop.enter and out of it with loop.leave"
+        )
+    loop = next(iter(scopes), None)
+    if loop in sequences:
+        if spec.kind in ("join", "lookup", "buffer") or spec.source or spec.sink:
+            raise GraphError(
+                f"processor {name!r} ({spec.kind}) cannot be inside sequence-number region {loop!r}; take "
+                "its stream out with region.leave first"
+            )
+        if getattr(spec, "on_epoch_end", None) is not None:
+            raise GraphError(
+                f"processor {name!r} is in sequence-number region {loop!r}, where no notifications exist (each "
+                "record is its own time); drop on_epoch_end or move it after region.leave"
+            )
+        return loop
+    if loop is not None and spec.kind in ("join", "lookup", "buffer"):
+        raise GraphError(
+            f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
+            "epochs); use stateful or aggregate, or join outside the loop"
+        )
+    if loop is not None and (spec.source or spec.sink):
+        raise GraphError(f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r}; take its stream out with loop.leave")
+    return loop
