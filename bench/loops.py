@@ -1,6 +1,8 @@
 """Checkpoints of a loop's state: what they cost, and what a failure re-executes.
 
     .venv/bin/python bench/loops.py --runs 3 --epochs 8 --edges 120 --vertices 400 --fail-after 5
+    .venv/bin/python bench/loops.py --runs 3 --epochs 5 --first-edges 1500 --edges 15 --vertices 1500 \
+        --fail-after 4 --configs none,lazy1,lazy1-full,eager,eager-full      # a large state, small changes
 
 The workload is ``examples/components.py`` (incremental connected components by label
 propagation in an ``iterate`` loop) over the same seeded random graph in every run, in
@@ -17,6 +19,12 @@ round:
 * ``eager`` - ``EagerCheckpoint``: the changed vertices and the rows sent, written and
   committed after every iteration (e, i);
 * ``eager-full`` - the same with a full snapshot every iteration.
+
+``lazy1`` and ``eager`` checkpoints are selective: each holds only the part of the
+loop state that the times completed since the last one changed (the vertices whose
+label or neighbours moved); ``-full`` snapshots hold all of it every time. With
+``--first-edges`` the first epoch builds a large graph and the later ones change a
+little of it, which is where the two differ.
 
 For each: the run's wall time (overhead against ``none`` within its round), checkpoint
 bytes written, and after ``propagate`` fails once after epoch ``--fail-after`` (an
@@ -88,6 +96,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--edges", type=int, default=120, help="edges per epoch")
+    parser.add_argument("--first-edges", type=int, default=None, help="edges of the first epoch (default: --edges)")
     parser.add_argument("--vertices", type=int, default=400)
     parser.add_argument("--fail-after", type=int, default=5)
     parser.add_argument("--configs", default=",".join(CONFIGS))
@@ -97,6 +106,11 @@ def main() -> None:
     spark = spark_session()
     edges = Path(tempfile.mkdtemp(prefix="falkirk-bench-edges-"))
     write_input(edges, epochs=args.epochs, edges_per_epoch=args.edges, vertices=args.vertices, seed=7)
+    if args.first_edges is not None:  # a larger first epoch: the state the later ones change
+        first = Path(tempfile.mkdtemp(prefix="falkirk-bench-first-"))
+        write_input(first, epochs=1, edges_per_epoch=args.first_edges, vertices=args.vertices, seed=8)
+        shutil.move(str(first / "edges-0000.csv"), str(edges / "edges-0000.csv"))
+        shutil.rmtree(first, ignore_errors=True)
     rows: list[dict[str, Any]] = []
     run_once(spark, edges, "none", None)  # warm-up: JIT, Python workers
     for r in range(args.runs):

@@ -191,3 +191,27 @@ def test_a_column_named_like_the_numbers_is_refused(spark, tmp_path: Path) -> No
     region.leave("out", region.enter("number", src)).sink("s", MemorySink())
     with pytest.raises(GraphError, match="_seq"):
         Engine(p, tmp_path / "state", spark=spark).run()
+
+
+def test_a_region_with_two_enters_is_refused(tmp_path: Path) -> None:
+    p = Pipeline("x")
+    src = p.source("src", FileSource(str(tmp_path), "csv", "k long, n long"))
+    region = p.sequenced("r")
+    both = region.enter("one", src.map("a", lambda df: df)).union("u", region.enter("two", src.map("b", lambda df: df)))
+    region.leave("out", both).sink("s", MemorySink())
+    with pytest.raises(GraphError, match="2 enters"):
+        p.check()
+
+
+def test_a_leave_may_read_the_numbered_records_directly(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Numbering and regrouping alone: each valid record once, with its number."""
+    from falkirk.io import ParquetTableSink
+
+    p = Pipeline("numbers")
+    src = p.source("rows", FileSource(str(rows), "csv", "user long, amount long", options={"header": "true"}))
+    region = p.sequenced("r", chunk=2)
+    region.leave("out", region.enter("number", src)).sink("sink", ParquetTableSink(str(tmp_path / "out")))
+    Engine(p, tmp_path / "state", spark=spark).run()
+    got = pd.read_parquet(tmp_path / "out")[["user", "amount", "_seq", "epoch"]].astype("int64")
+    want = expected(EPOCHS).rename(columns={"seq": "_seq"})[["user", "amount", "_seq", "epoch"]]
+    assert differences(got, want, name="numbered") == []

@@ -428,6 +428,11 @@ class Pipeline:
             for kind, how in (("number", "region.enter"), ("regroup", "region.leave")):
                 if kind not in kinds:
                     raise GraphError(f"sequence-number region {region!r} has no {kind}; add one with {how}")
+            if kinds.count("number") > 1:
+                raise GraphError(
+                    f"sequence-number region {region!r} has {kinds.count('number')} enters; a region numbers one "
+                    "stream: union the streams before region.enter (or give each its own region)"
+                )
         for p in self.processors.values():
             if isinstance(p.spec, FeedbackSpec) and not p.inputs:
                 raise GraphError(f"feedback {p.name!r} is not connected; give it its input with loop.connect")

@@ -28,6 +28,7 @@ of epochs such processors::
   its numbers are through, then passes them on as rows of epoch e (φ(↓(seq, n)) =
   the epochs whose whole block is at or below n).
 
+A region has one ``enter`` (union streams before it) and at least one ``leave``.
 Keyed processors in a region must be checkpointed eagerly (that is what the region
 is for); the others may log their outputs or not. Sources, sinks, joins, lookups,
 buffers and loops stay outside. At most ``SEQ_BLOCK - 2`` (about a million) records of

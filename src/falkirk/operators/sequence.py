@@ -47,7 +47,8 @@ class NumberOperator(Operator):
         if total > SEQ_BLOCK - 2:
             raise GraphError(
                 f"epoch {step.epoch} brings {total} records into region {self.processor.spec.sequence!r} "  # type: ignore[attr-defined]
-                f"(at most {SEQ_BLOCK - 2}); make the source's epochs smaller"
+                f"(at most {SEQ_BLOCK - 2}). The epoch's input is fixed in this storage root's plan, so "
+                "a restart fails the same way: split the input into smaller files and run on a new storage root"
             )
         if not counts:
             return {"out": df.withColumn(SEQ_COLUMN, F.lit(0).cast("long"))}

@@ -82,7 +82,7 @@ class SequenceStage:
         bounds = self._bounds(region, members, epoch, count)
         for lo, hi in bounds:
             rows = numbered.where((F.col(SEQ_COLUMN) > base + lo) & (F.col(SEQ_COLUMN) <= base + hi))
-            current = self._chunk(members, work, (epoch, hi), rows)
+            current = self._chunk(members, work, (epoch, hi), {(number.name, "out"): rows})
             for key in exits:
                 leaving[key].append(self._required(current, key, epoch, hi))
         self.chunks[region.name] = len(bounds)
@@ -132,12 +132,15 @@ class SequenceStage:
         ticks |= {t for t, _, _ in self.state.store.state_files(p.name)}
         return {int(t[1]) for t in ticks if isinstance(t, tuple) and t[0] == epoch and t[1] != INF}
 
-    def _chunk(self, members: list[Processor], work: EpochWork, at: tuple[int, int], rows: DataFrame) -> dict[tuple[str, str], DataFrame | None]:
-        """Step 2 for the chunk ending at ``at``: every output of the region's
-        processors for the chunk (None: held, and not logged)."""
+    def _chunk(
+        self, members: list[Processor], work: EpochWork, at: tuple[int, int], numbered: dict[tuple[str, str], DataFrame]
+    ) -> dict[tuple[str, str], DataFrame | None]:
+        """Step 2 for the chunk ending at ``at``, whose ``numbered`` records the region's
+        ``number`` sends: every output in the region for the chunk (None: held, and
+        not logged)."""
         epoch, _ = at
         sub = EpochWork(epoch, work.offsets, time.perf_counter())
-        current: dict[tuple[str, str], DataFrame | None] = {}
+        current: dict[tuple[str, str], DataFrame | None] = dict(numbered)
         ran: dict[str, Tick] = {}
         for p in members:
             if self.state.holds(p, at):
@@ -145,7 +148,7 @@ class SequenceStage:
                     files = self.state.store.logs(f"{p.name}.{port}").get(at)
                     current[(p.name, port)] = None if files is None else self.state.read(files, self.state.schemas[(p.name, port)])
                 continue
-            inputs = [rows if i.src not in {q.name for q in members} else self._required(current, (i.src, i.port), *at) for i in p.inputs]
+            inputs = [self._required(current, (i.src, i.port), *at) for i in p.inputs]
             self.runner.run(p, sub, inputs, tick=at, checkpoint=p.spec.keyed)
             for port in p.ports:
                 current[(p.name, port)] = sub.outputs[(p.name, port)]
