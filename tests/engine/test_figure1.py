@@ -119,8 +119,10 @@ def _redone(lines: list[str]) -> dict[str, int]:
 
 
 #: A crash point of each regime's work: a committed chunk of the eager region (mid
-#: epoch 2), the loop's epoch computed, a sink's file written, garbage being collected.
-CRASH_POINTS = ["chunk.committed:3", "loop.computed:2", "sink.written:6", "gc.before:2"]
+#: epoch 2), the loop's epoch computed, a sink's file written. (The generic points -
+#: planning, commit, garbage collection - are killed at in every other example's
+#: matrix; here the random kills cover them.)
+CRASH_POINTS = ["chunk.committed:3", "loop.computed:2", "sink.written:6"]
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)

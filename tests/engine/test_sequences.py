@@ -103,7 +103,7 @@ def test_a_crash_mid_epoch_resumes_after_the_last_committed_chunk(spark, rows: P
 
 @pytest.mark.parametrize(
     "point",
-    ["chunk.written:1", "chunk.committed:4", "loop.computed:2", "sink.written:2", "commit.before:5", "gc.before:1"],
+    ["chunk.written:1", "chunk.committed:4", "loop.computed:2", "sink.written:2", "gc.before:1"],
 )
 def test_crashes_at_every_step_of_a_chunk(spark, rows: Path, tmp_path: Path, point: str) -> None:  # type: ignore[no-untyped-def]
     _crash(rows, tmp_path, point)
