@@ -123,6 +123,17 @@ class EpochWork:
         self.counted |= set(rows)
         return rows
 
+    def absorb(self, part: EpochWork) -> None:
+        """Take in ``part``, the work of one time inside this epoch (an iteration of a
+        loop, a chunk of a region), once its writes are done: its kept DataFrames (freed
+        when the epoch commits) and its steps' times."""
+        for write in part.writes:
+            write.result()
+        self.cached += part.cached
+        for name, seconds in part.step_seconds.items():
+            self.step_seconds[name] = self.step_seconds.get(name, 0.0) + seconds
+            self.step_finished[name] = part.step_finished[name]
+
     @property
     def counting(self) -> bool:
         """Whether some of this epoch's counts have not arrived yet."""

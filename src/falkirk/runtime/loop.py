@@ -144,12 +144,7 @@ class LoopStage:
             key = (fb.inputs[0].src, fb.inputs[0].port)
             if current.get(key) is not None:
                 current[key] = self.runner.keep(work, current[key])  # type: ignore[arg-type]
-        for write in sub.writes:
-            write.result()
-        work.cached += sub.cached
-        for name, seconds in sub.step_seconds.items():
-            work.step_seconds[name] = work.step_seconds.get(name, 0.0) + seconds
-            work.step_finished[name] = sub.step_finished[name]
+        work.absorb(sub)
         if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
             self.commit(sub, ran)
         return current, bool(ran)

@@ -153,12 +153,7 @@ class SequenceStage:
             for port in p.ports:
                 current[(p.name, port)] = sub.outputs[(p.name, port)]
             ran[p.name] = at
-        for write in sub.writes:
-            write.result()
-        work.cached += sub.cached
-        for name, seconds in sub.step_seconds.items():
-            work.step_seconds[name] = work.step_seconds.get(name, 0.0) + seconds
-            work.step_finished[name] = sub.step_finished[name]
+        work.absorb(sub)
         if ran:
             self.commit(sub, ran)
         return current
