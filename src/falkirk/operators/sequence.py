@@ -35,6 +35,9 @@ class NumberOperator(Operator):
     spec_type = NumberSpec
 
     def set_up(self, inputs: Sequence[StructType]) -> dict[str, StructType]:
+        #: Records numbered per epoch this run (the region's stage reads it instead
+        #: of counting again; an epoch re-sent from the log is not in it).
+        self.counts: dict[int, int] = {}
         if SEQ_COLUMN in inputs[0].fieldNames():
             raise GraphError(f"its input has a column {SEQ_COLUMN!r}, which the region's numbers use; rename it")
         return {"out": StructType([*inputs[0].fields, StructField(SEQ_COLUMN, LongType(), False)])}
@@ -50,6 +53,7 @@ class NumberOperator(Operator):
                 f"(at most {SEQ_BLOCK - 2}). The epoch's input is fixed in this storage root's plan, so "
                 "a restart fails the same way: split the input into smaller files and run on a new storage root"
             )
+        self.counts[step.epoch] = total
         if not counts:
             return {"out": df.withColumn(SEQ_COLUMN, F.lit(0).cast("long"))}
         offsets, below = [], (step.epoch - 1) * SEQ_BLOCK

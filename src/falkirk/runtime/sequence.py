@@ -75,8 +75,7 @@ class SequenceStage:
             )
         numbered = self.runner.keep(work, numbered)
         base = (epoch - 1) * SEQ_BLOCK
-        top = numbered.agg(F.max(SEQ_COLUMN)).first()[0]  # type: ignore[index]
-        count = 0 if top is None else int(top) - base
+        count = self._count(number, numbered, epoch)
         exits = {(i.src, i.port) for q in self.regroups[region.name] for i in q.inputs}
         leaving: dict[tuple[str, str], list[DataFrame]] = {key: [] for key in exits}
         bounds = self._bounds(region, members, epoch, count)
@@ -97,6 +96,15 @@ class SequenceStage:
                 out = out.unionByName(part)
             self.state.resumed.pop(q.name, None)
             self.runner.run(q, work, [out], tick=(epoch, INF))
+
+    def _count(self, number: Processor, numbered: DataFrame, epoch: int) -> int:
+        """The records ``number`` numbered in ``epoch``: known if it numbered them in
+        this run, else (re-sent from its log) counted."""
+        known: dict[int, int] = getattr(self.state.operators[number.name], "counts", {})
+        if epoch in known:
+            return known.pop(epoch)
+        top = numbered.agg(F.max(SEQ_COLUMN)).first()[0]  # type: ignore[index]
+        return 0 if top is None else int(top) - (epoch - 1) * SEQ_BLOCK
 
     # -- chunks -----------------------------------------------------------------------
 
