@@ -37,13 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", required=True, help="the table of per-user totals")
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--idle-exit", type=float, default=5.0, help="exit after this many seconds without new entries")
+    parser.add_argument("--max-entries", type=int, default=10_000, help="at most this many entries per epoch (default 10000)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table)
+        pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table, args.max_entries)
         with Progress("redis_to_postgres", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")

@@ -76,9 +76,11 @@ def check(df: DataFrame) -> DataFrame:
     return df.select("id", "fields", "raw", user.alias("user_id"), parsed.alias("amount"), reason.alias("reason"))
 
 
-def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str) -> Pipeline:
+def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str, max_entries: int = 10_000) -> Pipeline:
+    """The dataflow above; an epoch reads at most ``max_entries`` entries."""
     p = Pipeline(f"redis_to_postgres.{stream}")
-    valid, rejected = p.source("entries", RedisStreamSource(redis_url, stream, group)).validate("check", check)
+    source = RedisStreamSource(redis_url, stream, group, max_entries=max_entries)
+    valid, rejected = p.source("entries", source).validate("check", check)
     (
         valid.map("amounts", lambda df: df.select("user_id", "amount"))
         .aggregate("totals", "user_id", {"total": ("sum", "amount"), "events": ("count", None)}, policy=EagerCheckpoint())
