@@ -13,6 +13,7 @@ from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     AtBarriers,
+    ContinuousEventualCheckpoint,
     EagerCheckpoint,
     FullHistory,
     GlobalCheckpoints,
@@ -22,9 +23,11 @@ from falkirk.graph.policies import (
     Stateless,
 )
 from falkirk.graph.sequences import Sequenced
+from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape
 
 __all__ = [
     "AtBarriers",
+    "ContinuousEventualCheckpoint",
     "EagerCheckpoint",
     "FullHistory",
     "GlobalCheckpoints",
@@ -37,9 +40,13 @@ __all__ = [
     "Policy",
     "Processor",
     "Sequenced",
+    "Session",
     "Sink",
+    "Sliding",
     "Source",
     "Stateless",
     "Stream",
     "TransactionalSink",
+    "Tumbling",
+    "WindowShape",
 ]

@@ -57,6 +57,7 @@ from falkirk.graph.specs import (
     ValidateSpec,
     keys,
 )
+from falkirk.graph.windows import WindowShape, WindowSpec
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -259,6 +260,69 @@ class Stream:
             raise GraphError(f"processor {name!r}: {exc}") from exc
         return self.apply(name, spec, table, policy=policy)
 
+    def window(
+        self,
+        name: str,
+        key: str | Sequence[str],
+        time: str,
+        shape: WindowShape,
+        aggregates: Mapping[str, tuple[str, str | None]] | None = None,
+        *,
+        watermark_delay: int = 0,
+        mode: str = "append",
+        fn: Callable[..., Any] | None = None,
+        output_schema: str = "",
+        policy: Policy | None = None,
+    ) -> Stream:
+        """Aggregates per key and event-time window (:mod:`falkirk.graph.windows`):
+        ``{"out_col": (func, in_col)}`` with func one of count (in_col may be None),
+        sum, min, max, avg.
+
+        Output rows: the key, ``window_start`` (inclusive), ``window_end`` (exclusive)
+        and the aggregates. ``mode="append"``: one row per window, in the epoch that
+        closes it (the first whose starting watermark is at or past its end) - never
+        retracted, never repeated. ``mode="update"``: a row for every window an
+        epoch's rows changed (its values so far).
+
+        Rows whose window has closed (the watermark passed its end) are late: they
+        go, with ``window_start``, ``window_end`` and a ``reason``, to the second
+        stream, ``stream.late()`` - connect a dead-letter sink to keep them or leave
+        it unconnected to drop them; they are counted either way. So are rows
+        without an event time or a key.
+
+        An epoch costs what its own rows and the windows that close cost: the open
+        windows are only looked up by key in place, never shuffled or visited in
+        Python. ``policy``: any checkpoint policy, or
+        :class:`~falkirk.graph.ContinuousEventualCheckpoint`.
+
+        Instead of ``aggregates``, ``fn(key, window_start, window_end, rows) ->
+        pandas.DataFrame`` (columns ``output_schema``, any number of rows) runs on a
+        window's rows (a pandas DataFrame of the input's columns) whenever the window
+        is emitted; the output rows are the key, the window and ``fn``'s columns.
+        The window then keeps its rows in its state (and, under CEC, in its
+        footprints)."""
+        try:
+            spec = WindowSpec(
+                key=keys(name, key),
+                time=time,
+                shape=shape,
+                aggregates=dict(aggregates or {}),
+                watermark_delay=watermark_delay,
+                mode=mode,
+                fn=fn,
+                output_schema=output_schema,
+            )
+        except GraphError as exc:
+            raise GraphError(f"processor {name!r}: {exc}") from exc
+        return self.apply(name, spec, policy=policy)
+
+    def late(self) -> Stream:
+        """The late rows of a window processor (see :meth:`window`)."""
+        p = self.pipeline.processors.get(self.processor)
+        if p is None or not isinstance(p.spec, WindowSpec):
+            raise GraphError(f"late(): {self.processor!r} is not a window processor")
+        return Stream(self.pipeline, self.processor, "late")
+
     def buffer(self, name: str, *, retain: int | None = None, policy: Policy | None = None) -> Stream:
         """Keep every row of the stream, partitioned by epoch, and pass the rows on
         (the paper's Buffer, Figure 3); with ``retain=N`` only the last N epochs' rows
@@ -447,7 +511,7 @@ class Pipeline:
                     "policies, or the sink's append mode."
                 )
             for port in p.ports:
-                if not self.consumers(p.name, port):
+                if port not in p.spec.optional_ports and not self.consumers(p.name, port):
                     raise GraphError(
                         f"processor {p.name!r}: output {port!r} goes nowhere; send it to a sink "
                         "or another processor"

@@ -14,6 +14,10 @@ policy                    persists per epoch                 recovers by
 :class:`EagerCheckpoint`  changed keys and outputs, every    its checkpoint; downstream gets
                           epoch, before the epoch commits    the logged outputs
 :class:`FullHistory`      every input it received            replaying its inputs from ∅
+:class:`ContinuousEven-   control rows with the state of     the eventual checkpoint rebuilt
+tualCheckpoint` (window   opened, chosen and closed windows  from its log, then its own input
+operators only)           in its output log, and its input   log replayed from the oldest
+                          since the oldest footprint         footprint T
 ========================  =================================  ===============================
 
 A whole pipeline may instead take :class:`GlobalCheckpoints` (Wallaroo's and Flink's
@@ -42,6 +46,10 @@ class Policy:
 
     #: Whether the policy ever writes keyed-state checkpoints.
     writes_checkpoints: bool = False
+
+    #: Whether the processor logs every input it receives (as long as recovery may
+    #: replay it).
+    logs_inputs: bool = False
 
     def checkpoints_at(self, epoch: int, checkpoints_so_far: int) -> bool:
         """Whether keyed state is checkpointed after ``epoch``."""
@@ -115,6 +123,64 @@ class EagerCheckpoint(Policy):
 class FullHistory(Policy):
     """Log every input the processor receives; recovery replays them through it from
     its initial state. Needs no checkpoint code, but the log grows without bound."""
+
+    logs_inputs: bool = True
+
+
+@dataclass(frozen=True)
+class ContinuousEventualCheckpoint(Policy):
+    """Continuous eventual checkpointing (the CEC paper) for window operators.
+
+    Every epoch the operator appends to its persisted output log, with its results
+    (``R`` rows: windows that closed), control rows carrying window state: ``G_open``
+    for each window that opened, ``G_check`` for the open windows whose last
+    footprint is oldest, and one epoch row with the watermark and N, the number of
+    open windows. There is no checkpoint pause: the log is written with the output.
+    The processor also keeps its input from T, the oldest footprint of an open
+    window, on.
+
+    Recovery rebuilds the eventual checkpoint - every open window at its last
+    footprint t_i - from the log between T and the failed epoch, then replays the
+    logged input after T, each window ignoring input of epochs up to its own t_i:
+    the windows are exactly as before the failure, and nothing they emitted is
+    emitted again.
+
+    ``G_check`` rows move T forward: in every ``check_period``-th epoch, while the
+    extent (log rows from T on, the paper's q) exceeds ``extent_target`` (Q) or the
+    input recovery would replay (rows after T, u) exceeds ``replay_target`` (U),
+    the windows with the oldest footprints are checkpointed, oldest first, at most
+    ``check_budget`` of them (the paper's CI/CP budget, counted in rows: an epoch's
+    control rows are written by the same job as its output). With neither target
+    set only ``G_open`` rows are written: the least overhead, the longest recovery."""
+
+    extent_target: int | None = None
+    replay_target: int | None = None
+    check_budget: int = 10_000
+    check_period: int = 1
+    logs_outputs: bool = True
+    writes_checkpoints: bool = True
+    logs_inputs: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("extent_target", "replay_target"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise GraphError(f"ContinuousEventualCheckpoint({name}={value}): must be >= 1 (or None: no target)")
+        if self.check_budget < 1 or self.check_period < 1:
+            raise GraphError(
+                f"ContinuousEventualCheckpoint(check_budget={self.check_budget}, check_period={self.check_period}): "
+                "both must be >= 1"
+            )
+
+    def checkpoints_at(self, epoch: int, checkpoints_so_far: int) -> bool:
+        return True
+
+    def compacts(self, checkpoints_so_far: int) -> bool:
+        return False
+
+    def checks_at(self, epoch: int) -> bool:
+        """Whether ``epoch`` may write ``G_check`` rows."""
+        return (self.extent_target is not None or self.replay_target is not None) and epoch % self.check_period == 0
 
 
 @dataclass(frozen=True)

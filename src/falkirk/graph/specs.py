@@ -42,6 +42,8 @@ class OperatorSpec:
     kind: ClassVar[str] = ""
     #: Output ports, the first one being what the builder returns.
     ports: ClassVar[tuple[str, ...]] = ("out",)
+    #: Ports that may be left unconnected (their rows are dropped).
+    optional_ports: ClassVar[tuple[str, ...]] = ()
     #: Number of inputs (None: two or more).
     arity: ClassVar[int | None] = 1
     #: Names of the inputs, for messages (``arity`` of them, or one pattern).

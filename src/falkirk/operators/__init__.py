@@ -28,6 +28,7 @@ from falkirk.operators.source import SourceOperator
 from falkirk.operators.stateful import StatefulOperator
 from falkirk.operators.union import UnionOperator
 from falkirk.operators.validate import ValidateOperator
+from falkirk.operators.window import WindowOperator
 
 #: The implementation of every spec type.
 OPERATORS: dict[type[OperatorSpec], type[Operator]] = {
@@ -49,6 +50,7 @@ OPERATORS: dict[type[OperatorSpec], type[Operator]] = {
         BufferOperator,
         NumberOperator,
         RegroupOperator,
+        WindowOperator,
     )
 }
 

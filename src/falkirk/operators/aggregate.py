@@ -21,7 +21,7 @@ from falkirk.spark.state import KeyedState, materialise, quote
 AggSpec = Mapping[str, tuple[str, str | None]]
 
 
-def _partials(out: str, func: str, dtype: DataType | None) -> list[tuple[str, DataType, str]]:
+def partials_of(out: str, func: str, dtype: DataType | None) -> list[tuple[str, DataType, str]]:
     """(state column, type, combine rule) for one aggregate."""
     if func == "count":
         return [(f"{out}__count", LongType(), "add")]
@@ -39,7 +39,7 @@ def aggregate_state_schema(input_schema: StructType, keys: Sequence[str], aggreg
     fields = [input_schema[k] for k in keys]
     for out, (func, col) in aggregates.items():
         dtype = input_schema[col].dataType if col is not None else None
-        fields += [StructField(name, t, True) for name, t, _ in _partials(out, func, dtype)]
+        fields += [StructField(name, t, True) for name, t, _ in partials_of(out, func, dtype)]
     return StructType(fields)
 
 
@@ -56,7 +56,7 @@ def _epoch_partial(func: str, col: str | None, name: str, t: DataType) -> Column
     return (F.first if func == "first" else F.last)(F.col(col), ignorenulls=True).alias(name)  # type: ignore[arg-type]
 
 
-def _combine(rule: str, old: str, new: str) -> str:
+def combine_sql(rule: str, old: str, new: str) -> str:
     """SQL combining a stored partial (column ``old``) with the epoch's (``new``)."""
     old, new = quote(old), quote(new)
     if rule == "add":
@@ -70,7 +70,7 @@ def _combine(rule: str, old: str, new: str) -> str:
     return f"coalesce({new}, {old})"  # last
 
 
-def _final(out: str, func: str) -> str:
+def final_sql(out: str, func: str) -> str:
     """SQL of an aggregate's output column from its partials."""
     if func == "count":
         return f"coalesce({quote(out + '__count')}, 0) AS {quote(out)}"
@@ -81,12 +81,12 @@ def _final(out: str, func: str) -> str:
     return f"{quote(out + '__' + func)} AS {quote(out)}"
 
 
-def _epoch_partials(schema: StructType, aggregates: AggSpec) -> list[Column]:
+def epoch_partials(schema: StructType, aggregates: AggSpec) -> list[Column]:
     """The partial aggregates of one epoch's rows (``schema``: their columns)."""
     columns: list[Column] = []
     for out, (func, col) in aggregates.items():
         dtype = schema[col].dataType if col is not None else None
-        columns += [_epoch_partial(func, col, name, t) for name, t, _ in _partials(out, func, dtype)]
+        columns += [_epoch_partial(func, col, name, t) for name, t, _ in partials_of(out, func, dtype)]
     return columns
 
 
@@ -97,7 +97,7 @@ def _combine_rules(state_schema: StructType, aggregates: AggSpec) -> list[tuple[
     rules: list[tuple[str, str]] = []
     for out, (func, _) in aggregates.items():
         dtype = stored.get(f"{out}__{func}") or stored.get(f"{out}__sum")
-        rules += [(name, rule) for name, _, rule in _partials(out, func, dtype)]
+        rules += [(name, rule) for name, _, rule in partials_of(out, func, dtype)]
     return rules
 
 
@@ -107,7 +107,7 @@ def aggregate_prepare(state: KeyedState, batch: DataFrame, aggregates: AggSpec, 
     (hash-partitioned by key - one shuffle - and sorted by key) and materialised. The engine runs it while the previous
     epoch is still merging into the state, so reading and aggregating the input of
     one epoch overlaps the merge of the one before."""
-    partials = batch.groupBy(*state.keys).agg(*_epoch_partials(batch.schema, aggregates))
+    partials = batch.groupBy(*state.keys).agg(*epoch_partials(batch.schema, aggregates))
     partials = materialise(partials.sortWithinPartitions(*state.keys))
     state.retire(epoch, partials)  # read by this epoch's merge; freed once it commits
     return partials
@@ -122,10 +122,10 @@ def aggregate_merge(state: KeyedState, partials: DataFrame, aggregates: AggSpec,
     rules = _combine_rules(state.schema, aggregates)
     new = partials.selectExpr(*map(quote, keys), *[f"{quote(n)} AS {quote('n_' + n)}" for n, _ in rules])
     merged = state.with_stored(new).selectExpr(
-        *map(quote, keys), *[f"{_combine(rule, n, 'n_' + n)} AS {quote(n)}" for n, rule in rules]
+        *map(quote, keys), *[f"{combine_sql(rule, n, 'n_' + n)} AS {quote(n)}" for n, rule in rules]
     )
     changed = state.apply(merged, None, epoch, partitioned=True)
-    return changed.selectExpr(*map(quote, keys), *[_final(o, f) for o, (f, _) in aggregates.items()])
+    return changed.selectExpr(*map(quote, keys), *[final_sql(o, f) for o, (f, _) in aggregates.items()])
 
 
 class AggregateOperator(KeyedOperator):

@@ -68,6 +68,9 @@ class Step:
     #: The version a keyed operator gives the state this step writes: grows with
     #: ``time`` (:func:`falkirk.time.ticks.ordinal`; the epoch outside loops).
     version: int = -1
+    #: The epoch ends the input (``Engine.run(finish=True)``): it has no input rows,
+    #: and operators that hold results back (windows) emit them all.
+    final: bool = False
 
     def __post_init__(self) -> None:
         if self.time is None:
@@ -132,10 +135,27 @@ class Operator:
         commits (they are written while later epochs go on)."""
         raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to checkpoint")
 
+    def chain_kind(self, epoch: int, base: bool) -> str:
+        """How the checkpoint of ``epoch`` just taken is recorded in the chain:
+        ``base`` (restorable alone) or ``delta`` (needs the base before it); an
+        operator with a log of its own may say more (``cec:T``: needs the
+        entries from epoch T on)."""
+        return "base" if base else "delta"
+
     def restore(self, chain: Chain, epoch: int) -> None:
         """Load the state as of checkpoint ``epoch`` from its committed chain (files
         already verified)."""
         raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to restore")
+
+    def catch_up_from(self) -> int | None:
+        """After :meth:`restore`: the epoch after which the restored state still
+        lacks input (the engine replays the processor's own input log of the later
+        epochs, up to the restored one, through :meth:`catch_up`); None: none."""
+        return None
+
+    def catch_up(self, step: Step) -> None:
+        """Take a replayed epoch of input into the restored state (emits nothing)."""
+        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) does not catch up")
 
     def reset(self) -> None:
         """Back to the initial, empty state."""

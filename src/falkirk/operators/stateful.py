@@ -31,7 +31,7 @@ ROW = "_falkirk_row"
 FOUND = "_found"
 
 
-def _plain(series: pd.Series) -> list[Any]:
+def plain_values(series: pd.Series) -> list[Any]:
     """Plain Python values with None for missing ones (arrays become lists)."""
     out: list[Any] = []
     for v in series:
@@ -111,9 +111,9 @@ def stateful_merge(
         for i, k in enumerate(keys):
             table[f"k_{k}"] += [None] * n_out + [key[i]] * n_key
         for c in out_names:
-            table[f"o_{c}"] += (_plain(outputs[c]) if n_out else []) + [None] * n_key
+            table[f"o_{c}"] += (plain_values(outputs[c]) if n_out else []) + [None] * n_key
         for c in values:
-            table[f"s_{c}"] += [None] * n_out + (_plain(new_state[c]) if n_state else [None] * n_key)
+            table[f"s_{c}"] += [None] * n_out + (plain_values(new_state[c]) if n_state else [None] * n_key)
 
     def run_vectorized(rows: pd.DataFrame, stored: pd.DataFrame, table: dict[str, list[Any]]) -> None:
         outputs, new_state = fn(rows.reset_index(drop=True), stored.reset_index(drop=True))
@@ -130,11 +130,11 @@ def stateful_merge(
         n_state = len(new_state)
         table[KIND] += ["out"] * n_out + ["state"] * n_state + ["deleted"] * len(gone)
         for i, k in enumerate(keys):
-            table[f"k_{k}"] += [None] * n_out + _plain(new_state[k]) + [g[i] for g in gone]
+            table[f"k_{k}"] += [None] * n_out + plain_values(new_state[k]) + [g[i] for g in gone]
         for c in out_names:
-            table[f"o_{c}"] += (_plain(outputs[c]) if n_out else []) + [None] * (n_state + len(gone))
+            table[f"o_{c}"] += (plain_values(outputs[c]) if n_out else []) + [None] * (n_state + len(gone))
         for c in values:
-            table[f"s_{c}"] += [None] * n_out + _plain(new_state[c]) + [None] * len(gone)
+            table[f"s_{c}"] += [None] * n_out + plain_values(new_state[c]) + [None] * len(gone)
 
     def groups(frame: pd.DataFrame) -> dict[tuple[Any, ...], pd.DataFrame]:
         if frame.empty:

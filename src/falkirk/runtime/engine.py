@@ -127,6 +127,7 @@ class Engine:
         self._failed: set[str] = set()
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
+        self._finish = False  # run(finish=...)
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
         #: JSON status and Prometheus metrics, served while :meth:`run` runs.
@@ -154,8 +155,16 @@ class Engine:
         poll_interval: float = 0.1,
         standby: bool = False,
         on_standby: Callable[[], None] | None = None,
+        finish: bool = False,
     ) -> RunReport:
         """Process epochs until no source has new input (or ``max_epochs`` epochs).
+
+        ``finish=True`` says the input is complete once no source has new input: the
+        engine then runs one more epoch, without input, that ends it (recorded once
+        in the metadata: a restart does not end it again). Operators that hold
+        results back emit them all in that epoch: a window operator advances its
+        watermark past every window. Input that arrives later is still processed,
+        but windows count it as late.
 
         With ``idle_timeout`` > 0 the engine keeps running as a service: when no
         input is there it polls the sources every ``poll_interval`` seconds and stops
@@ -176,6 +185,7 @@ class Engine:
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         self._idle = (idle_timeout, poll_interval)
+        self._finish = finish
         if self.ui is not None and self.telemetry is not None:
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui)
             self.dashboard.start()
@@ -296,7 +306,7 @@ class Engine:
                 and not self._failed
                 and (max_epochs is None or planned < max_epochs)
             ):
-                offsets = state.ledger.plan(epoch)
+                offsets = state.ledger.plan(epoch, finish=self._finish)
                 if offsets is None:
                     break
                 work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))

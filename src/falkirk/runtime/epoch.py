@@ -31,7 +31,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from falkirk.graph import AtBarriers, FullHistory, GraphError, Pipeline, Processor
+from falkirk.graph import AtBarriers, GraphError, Pipeline, Processor
 from falkirk.operators import Step
 from falkirk.runtime.epochs import projection_kind
 from falkirk.runtime.faults import crash_point
@@ -89,6 +89,8 @@ class EpochWork:
     writes: list[Future[None]] = field(default_factory=list)
     #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
     barrier: bool = False
+    #: The epoch ends the input (:attr:`falkirk.operators.Step.final`).
+    final: bool = False
     #: Row counts of each processor's outputs, observed as Spark computes them
     #: (only with telemetry: no extra Spark job). Spark reports an observation after
     #: its job, sometimes after the epoch commits: counts are taken as they arrive.
@@ -163,7 +165,7 @@ class EpochRunner:
         the input records (reads the input once more: for progress displays only);
         ``barrier``: a global checkpoint's barrier follows the epoch."""
         state = self.state
-        work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier)
+        work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier, final=epoch == state.ledger.end_of_input)
         if barrier:
             crash_point("barrier.injected")  # the barrier is decided; no snapshot written yet
         if count or state.telemetry is not None:
@@ -256,7 +258,7 @@ class EpochRunner:
         checkpoint: bool | None,
     ) -> None:
         state, epoch = self.state, work.epoch
-        if isinstance(p.policy, FullHistory):
+        if p.policy.logs_inputs:
             for k, df in enumerate(inputs):
                 key = state.input_log(p, k)
                 files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
@@ -272,7 +274,13 @@ class EpochRunner:
             waited.append(True)
 
         step = Step(
-            epoch, inputs, offsets=work.offsets.get(p.name), wait_previous=wait_previous, cache=lambda df: self.keep(work, df), time=tick
+            epoch,
+            inputs,
+            offsets=work.offsets.get(p.name),
+            wait_previous=wait_previous,
+            cache=lambda df: self.keep(work, df),
+            time=tick,
+            final=work.final,
         )
         if p.spec.source and p.name not in work.offsets:
             raise GraphError(
@@ -351,8 +359,9 @@ class EpochRunner:
         the processor's next step may change the state, and written in the background."""
         self.label(f"{p.name}/checkpoint {tick_label(tick)}")
         base = p.policy.compacts(self.checkpoints[p.name])
-        rows = self.state.operators[p.name].checkpoint(ordinal(tick), base)
-        kind = "base" if base else "delta"
+        operator = self.state.operators[p.name]
+        rows = operator.checkpoint(ordinal(tick), base)
+        kind = operator.chain_kind(ordinal(tick), base)
         self._write_later(
             work, f"{p.name}/checkpoint {tick_label(tick)}", self._write_checkpoint, rows, p.name, tick, kind, work.batch, work.barrier
         )
@@ -378,6 +387,7 @@ class EpochRunner:
         if self.state.telemetry is not None:
             epoch = tick[0] if isinstance(tick, tuple) else tick
             self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
+        crash_point("state.written")  # a checkpoint (or a CEC log entry) written, not yet committed
         if barrier:
             crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
         with self._lock:

@@ -27,6 +27,12 @@ from falkirk.time.ticks import LOOP, SEQ, SEQ_BLOCK, SEQ_LABEL, Tick, tick_of
 EPOCHS = EpochDomain()
 
 
+def input_log_key(processor: str, k: int) -> str:
+    """The log key of input ``k`` of a processor that logs its inputs
+    (:attr:`~falkirk.graph.Policy.logs_inputs`)."""
+    return f"{processor}.in{k}"
+
+
 def domain_of(p: Processor) -> Domain:
     """The time domain of processor ``p``."""
     if p.loop is not None:

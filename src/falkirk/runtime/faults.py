@@ -17,7 +17,11 @@ decided, no snapshot written) and ``snapshot.written`` (a barrier snapshot is wr
 not yet committed). With loops (:data:`LOOP_POINTS`): ``iteration.written``,
 ``iteration.committed`` and ``loop.computed``; with sequence-number regions
 (:data:`CHUNK_POINTS`): ``chunk.written`` and ``chunk.committed`` (and
-``loop.computed``: the stage that runs loops runs regions too).
+``loop.computed``: the stage that runs loops runs regions too). With keyed state
+(:data:`STATE_POINTS`): ``state.written`` (a checkpoint, or a CEC log entry, is
+written, not committed); and in a recovery that replays a processor's own input log
+(continuous eventual checkpoints): ``catch_up.started`` (the eventual checkpoint is
+loaded, nothing replayed) and ``catch_up.epoch`` (one more input epoch replayed).
 
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
@@ -55,6 +59,9 @@ LOOP_POINTS = ("iteration.written", "iteration.committed", "loop.computed")
 #: Reached only by pipelines with sequence-number regions: a chunk's eager checkpoints
 #: and logs written but not committed, and committed.
 CHUNK_POINTS = ("chunk.written", "chunk.committed")
+#: Reached by pipelines with keyed state; the last two only by a recovery that
+#: replays an input log into a restored state (ContinuousEventualCheckpoint).
+STATE_POINTS = ("state.written", "catch_up.started", "catch_up.epoch")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

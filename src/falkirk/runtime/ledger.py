@@ -22,8 +22,9 @@ from typing import Any
 from falkirk.graph import GraphError, Pipeline, Processor, Source
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
+from falkirk.recovery.extent import extent_start
 from falkirk.runtime import xi
-from falkirk.runtime.epochs import domain_of, epoch_of, projection_kind, tick
+from falkirk.runtime.epochs import domain_of, epoch_of, input_log_key, projection_kind, tick
 from falkirk.runtime.faults import crash_point
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
 from falkirk.time.ticks import SEQ, Tick, epoch_of_tick, message_time, tick_time, whole
@@ -50,7 +51,9 @@ class Ledger:
         #: Each source's latest non-empty offsets: the next epoch is planned from it.
         self.position: dict[str, Offsets] = {s: store.position(s) for s in self.sources}
         #: The last epoch ever planned: epochs up to it are replays, never planned anew.
-        self.planned_upto = max((e for c in self.offsets.values() for e in c), default=0)
+        #: The epoch that ended the input (``Engine.run(finish=True)``), if one did.
+        self.end_of_input = store.end_of_input()
+        self.planned_upto = max([*(e for c in self.offsets.values() for e in c), self.end_of_input or 0])
         #: What the last commit's decisions let go: forgotten with the next commit.
         self.pending = Forget()
         #: Per sink, the last epoch the monitor released (no rollback can retract it).
@@ -67,18 +70,23 @@ class Ledger:
 
     # -- planning -------------------------------------------------------------------
 
-    def plan(self, epoch: int) -> dict[str, Offsets] | None:
+    def plan(self, epoch: int, finish: bool = False) -> dict[str, Offsets] | None:
         """The input of ``epoch`` per source: the committed offsets when the epoch
         was planned before (a replay reads exactly the same input; a source whose
         offsets of the epoch were forgotten is not in the result, as it never reads
         that epoch again), else the next offsets of every source, committed before
-        they are returned; None when no source has new input."""
+        they are returned; None when no source has new input. With ``finish``, the
+        first time no source has new input an epoch without input that ends the
+        input is planned instead (:attr:`end_of_input`)."""
         if epoch <= self.planned_upto:
             return {s: committed[epoch] for s, committed in self.offsets.items() if epoch in committed}
         planned = {s: source.next_offsets(self.position[s]) for s, source in self.sources.items()}
+        end = None
         if all(o is None for o in planned.values()):
-            return None
-        self.store.commit(CommitBatch(offsets=[(s, epoch, o) for s, o in planned.items()]))
+            if not finish or self.end_of_input is not None:
+                return None
+            end = self.end_of_input = epoch
+        self.store.commit(CommitBatch(offsets=[(s, epoch, o) for s, o in planned.items()], end_of_input=end))
         for s, o in planned.items():
             self.offsets[s][epoch] = o
             if o is not None:
@@ -195,10 +203,14 @@ class Ledger:
                 forget.checkpoints += [(d.processor, f) for f in d.frontiers]
                 chain = self.store.state_files(d.processor)
                 mark = marks[d.processor]
-                bases = [t for t, kind, _ in chain if kind == "base" and (mark.is_top or t <= tick(mark))]  # type: ignore[operator]
-                if bases:
-                    newest = max(bases)
-                    forget.state += [(d.processor, t) for t, _, _ in chain if t < newest]  # type: ignore[operator]
+                starts = [chain_start(t, kind) for t, kind, _ in chain if mark.is_top or t <= tick(mark)]  # type: ignore[operator]
+                needed = max((t for t in starts if t is not None), default=None)
+                if needed is not None:
+                    forget.state += [(d.processor, t) for t, _, _ in chain if t < needed]  # type: ignore[operator]
+                    if procs[d.processor].policy.logs_inputs:
+                        # input after the oldest footprint is replayed by recovery; before it, never
+                        ins = [input_log_key(d.processor, k) for k in range(len(procs[d.processor].inputs))]
+                        forget.logs += [(key, t) for key in ins for t in self.store.log_epochs(key) if t <= needed]  # type: ignore[operator]
             elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
                 # A log of the sender's tick t goes once every consumer's low-watermark
                 # holds the time of t's messages in the consumer's own domain.
@@ -224,3 +236,13 @@ class Ledger:
                 forget.sinks += [(d.processor, t) for t in self.store.sink_commits(d.processor) if t <= upto]
         forget.logs = sorted(set(forget.logs))
         return forget
+
+
+def chain_start(t: Tick, kind: str) -> Tick | None:
+    """The oldest chain entry (and, for a CEC log, the last input epoch) that
+    restoring entry ``t`` of ``kind`` needs: itself for a base, T for ``cec:T``,
+    None for a delta (it needs the base before it)."""
+    if kind == "base":
+        return t
+    return extent_start(kind)
+

@@ -132,8 +132,32 @@ def restore(state: RunState, p: Processor, at: Tick) -> None:
         for _, _, files in chain:  # damaged or partial files are found before any use
             state.verified(files)
         operator.restore([(ordinal(t), kind, files) for t, kind, files in chain], ordinal(at))
+        _catch_up(state, p, int(at))  # type: ignore[arg-type]
     else:
         operator.reset()
+
+
+def _catch_up(state: RunState, p: Processor, upto: int) -> None:
+    """Replay p's own input log of the epochs its restored state still lacks
+    (:meth:`~falkirk.operators.Operator.catch_up_from`), up to ``upto``."""
+    operator = state.operators[p.name]
+    start = operator.catch_up_from()
+    if start is None or start >= upto:
+        return
+    logs = [state.store.logs(state.input_log(p, k)) for k in range(len(p.inputs))]
+    schemas = [state.schemas[(i.src, i.port)] for i in p.inputs]
+    crash_point("catch_up.started")
+    for epoch in range(start + 1, upto + 1):
+        missing = [k for k, log in enumerate(logs) if epoch not in log]
+        if missing:
+            raise GraphError(
+                f"recovery of {p.name!r} needs its input log of epoch {epoch} (inputs {missing}), which is gone: "
+                "the metadata and the logs disagree; restart from a new storage root"
+            )
+        inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
+        operator.catch_up(Step(epoch, inputs))
+        crash_point("catch_up.epoch")
+    logger.info("recovery processor=%s caught up from its input log, epochs %d..%d", p.name, start + 1, upto)
 
 
 def _replay_history(state: RunState, p: Processor, upto: int) -> None:

@@ -22,6 +22,7 @@ from falkirk.graph import Pipeline, Processor
 from falkirk.operators import Operator
 from falkirk.recovery import Topology
 from falkirk.runtime import garbage
+from falkirk.runtime.epochs import input_log_key
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.telemetry import Telemetry
@@ -101,5 +102,5 @@ class RunState:
             self.report.collected_files += len(files)
 
     def input_log(self, p: Processor, k: int) -> str:
-        """The log key of input ``k`` of a :class:`~falkirk.graph.FullHistory` processor."""
-        return f"{p.name}.in{k}"
+        """The log key of input ``k`` of a processor that logs its inputs."""
+        return input_log_key(p.name, k)

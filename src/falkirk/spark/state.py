@@ -251,6 +251,15 @@ class KeyedState:
             f"{found} AS _found",
         )
 
+    def candidates(self, condition: str) -> DataFrame:
+        """The keys having a row - current or superseded - that satisfies the SQL
+        ``condition`` on the value columns, partitioned like the runs: a filter over
+        the runs in place, then only the matching keys are shuffled. Look the keys
+        up with :meth:`with_stored` for their current values (a superseded row may
+        have matched)."""
+        runs = [run.filter(f"NOT {DELETED} AND ({condition})").select(*self.keys) for run in self._runs()]
+        return self.partitioned(self._union(runs).distinct())
+
     # -- updates ------------------------------------------------------------------------
 
     def apply(
@@ -370,13 +379,28 @@ class KeyedState:
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
         for run in self._held_runs():
             self.retire(self.version, run)
-        if len(usable) - bases[-1] == 1:  # a base alone holds one row per key
-            load = partial(self._materialise, rows)
+        if len(usable) - bases[-1] == 1:  # a base alone holds one row per key (and no tombstone that counts)
+            load = partial(self._materialise, rows.filter(~F.col(DELETED)))
         else:
             load = partial(self._materialise, self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
         loader = ThreadPoolExecutor(1, thread_name_prefix="falkirk-restore")
         self._restoring = loader.submit(_labelled, self.spark, "restore", load)
         loader.shutdown(wait=False)
+        self.base_epoch = epoch
+        self.deltas = []
+        self.delta_epochs = []
+        self.checkpointed_epoch = epoch
+        self.version = epoch
+
+
+    def load(self, rows: DataFrame, epoch: int) -> None:
+        """Replace the state by ``rows`` (keys and values, one row per key) as of
+        ``epoch``, materialised now."""
+        for run in self._held_runs():
+            self.retire(self.version, run)
+        self._restoring = None
+        columns = [*map(quote, (*self.keys, *self.values)), f"CAST({epoch} AS bigint) AS {EPOCH}", f"false AS {DELETED}"]
+        self.base = self._materialise(self.partitioned(rows.selectExpr(*columns)), partitioned=True)
         self.base_epoch = epoch
         self.deltas = []
         self.delta_epochs = []

@@ -107,6 +107,9 @@ class CommitBatch:
     forget: Forget = field(default_factory=Forget)
     #: The epoch this commit completes (None: a commit of records only, e.g. a rollback's).
     epoch: int | None = None
+    #: The epoch that ends the input (planned by ``Engine.run(finish=True)``): recorded
+    #: once, never forgotten, so a replay of that epoch is final again.
+    end_of_input: int | None = None
 
 
 def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
@@ -179,18 +182,25 @@ class MetaStore:
         rows = self._db.execute(f"PRAGMA table_info({table})").fetchall()  # constant names
         return not rows or any(r[1] == column for r in rows)
 
+    def _allows_cec(self) -> bool:
+        row = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'state_files'").fetchone()
+        return row is None or "cec:" in row[0]
+
     def _upgrade_ticks(self) -> None:
         """Schemas 2 and 3 keyed logs and state files by epoch alone: rebuild those
         two tables with the ``iteration`` column (every old record is an epoch
-        processor's), each row checked against its old CRC and given a new one, in
+        processor's); schema 4's state files allow no ``cec:T`` kind: rebuild that
+        table with the new check. Each row is checked against its old CRC and given a new one, in
         one transaction."""
         old = [t for t in ("message_logs", "state_files") if not self._has_column(t, "iteration")]
+        if "state_files" not in old and not self._allows_cec():
+            old.append("state_files")  # schema 4: no 'cec:T' kinds yet
         if not old:
             return
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for table in old:
-                self._legacy = True
+                self._legacy = not self._has_column(table, "iteration")
                 rows = self._select(table)
                 self._legacy = False
                 self._db.execute(f"DROP TABLE {table}")
@@ -265,6 +275,8 @@ class MetaStore:
             self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
             if batch.epoch is not None:
                 self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", _row("committed_epoch", batch.epoch))
+            if batch.end_of_input is not None:
+                self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", _row("end_of_input", batch.end_of_input))
             self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             self._db.execute("ROLLBACK")
@@ -310,6 +322,13 @@ class MetaStore:
         if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'progress'").fetchone():
             return None  # schema 2, opened read-only
         rows = self._select("progress", "name = 'committed_epoch'")
+        return int(rows[0]["value"]) if rows else None
+
+    def end_of_input(self) -> int | None:
+        """The epoch that ended the input (see :attr:`CommitBatch.end_of_input`)."""
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'progress'").fetchone():
+            return None
+        rows = self._select("progress", "name = 'end_of_input'")
         return int(rows[0]["value"]) if rows else None
 
     def forget(self, forget: Forget) -> list[StoredFile]:

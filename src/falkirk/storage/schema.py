@@ -2,8 +2,10 @@
 
 Schema 4 keys message logs and state files by ``(epoch, iteration)``: an epoch
 processor's records have iteration ``NO_ITERATION``, a loop processor's the iteration
-of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schemas 2 and 3 are read as they are and
-upgraded by :class:`~falkirk.storage.metastore.MetaStore` when it writes.
+of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schema 5 lets a state file's kind be
+``cec:T`` (a continuous eventual checkpoint's log entry, needing the entries from T
+on). Schemas 2 to 4 are read as they are and upgraded by
+:class:`~falkirk.storage.metastore.MetaStore` when it writes.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 from falkirk.time import INF
 from falkirk.time.ticks import Tick
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
-#: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration).
-_UPGRADABLE = (2, 3)
+#: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration); 2 to 4
+#: allow only ``base`` and ``delta`` state files (5 adds ``cec:T``).
+_UPGRADABLE = (2, 3, 4)
 #: The ``iteration`` column of a record of an epoch processor (its tick is an int).
 NO_ITERATION = -1
 #: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
@@ -50,7 +53,7 @@ CREATE TABLE IF NOT EXISTS state_files (
     processor TEXT NOT NULL,
     epoch INTEGER NOT NULL,
     iteration INTEGER NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('base', 'delta')),
+    kind TEXT NOT NULL CHECK (kind IN ('base', 'delta') OR kind GLOB 'cec:[0-9]*'),
     files TEXT NOT NULL,
     crc INTEGER NOT NULL,
     PRIMARY KEY (processor, epoch, iteration)

@@ -1,0 +1,162 @@
+"""Event-time windows: their shapes and the ``window`` processor's spec.
+
+A window operator groups rows per key into windows over an integer event-time
+column (seconds, milliseconds: any unit; sizes are in the same unit):
+
+* :class:`Tumbling` ``(size)``: windows ``[k*size, (k+1)*size)``;
+* :class:`Sliding` ``(size, slide)``: windows ``[k*slide, k*slide + size)``, each row in
+  every window that covers it (overlapping windows are separate windows);
+* :class:`Session` ``(gap)``: per key, rows at most ``gap`` apart form one window
+  ``[first, last + gap)`` (as in Spark's ``session_window``); a row bridging two
+  sessions merges them.
+
+The watermark is the greatest event time seen minus ``watermark_delay``, advanced at
+the end of every epoch (never backwards). An epoch first merges its rows into their
+windows, then closes (and emits) the windows whose end is at or below the watermark
+it started with. A row whose window closed in an earlier epoch - its end (a session
+row: its ``ts + gap``) at or below the watermark that epoch closed windows at - is
+*late*: it is never merged into anything; it goes to the operator's ``late`` output
+with a reason (and is counted), for a dead-letter sink or to be dropped. This is
+Spark Structured Streaming's order (its late-event and eviction watermarks), so both
+give the same windows over the same epochs. The epoch that ends the input
+(``Engine.run(finish=True)``) closes every window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from falkirk.graph.exceptions import GraphError
+from falkirk.graph.policies import (
+    ContinuousEventualCheckpoint,
+    EagerCheckpoint,
+    FullHistory,
+    LazyCheckpoint,
+    LogOutputs,
+    Policy,
+    Stateless,
+)
+from falkirk.graph.specs import OperatorSpec
+
+#: Aggregates a window keeps as partials (algebraic: merged without the rows).
+WINDOW_AGGREGATES = ("count", "sum", "min", "max", "avg")
+#: Output modes: a window's row once, when it closes; or every epoch that changes it.
+MODES = ("append", "update")
+
+
+@dataclass(frozen=True)
+class WindowShape:
+    """Base of the window shapes."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Tumbling(WindowShape):
+    """Windows ``[k*size, (k+1)*size)``, one per row."""
+
+    size: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, int) or self.size < 1:
+            raise GraphError(f"Tumbling(size={self.size!r}): the size must be an integer >= 1")
+
+    def describe(self) -> str:
+        return f"tumbling windows of {self.size}"
+
+
+@dataclass(frozen=True)
+class Sliding(WindowShape):
+    """Windows ``[k*slide, k*slide + size)``: ``ceil(size / slide)`` per row."""
+
+    size: int
+    slide: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, int) or not isinstance(self.slide, int) or not 1 <= self.slide <= self.size:
+            raise GraphError(f"Sliding(size={self.size!r}, slide={self.slide!r}): need integers with 1 <= slide <= size")
+        if self.size // self.slide > 1000:
+            raise GraphError(f"Sliding(size={self.size}, slide={self.slide}): more than 1000 windows per row; use a larger slide")
+
+    @property
+    def windows_per_row(self) -> int:
+        return -(-self.size // self.slide)
+
+    def describe(self) -> str:
+        return f"sliding windows of {self.size} every {self.slide}"
+
+
+@dataclass(frozen=True)
+class Session(WindowShape):
+    """Per key, rows at most ``gap`` apart form a window ``[first, last + gap)``."""
+
+    gap: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.gap, int) or self.gap < 1:
+            raise GraphError(f"Session(gap={self.gap!r}): the gap must be an integer >= 1")
+
+    def describe(self) -> str:
+        return f"sessions with a gap of {self.gap}"
+
+
+WINDOW_POLICIES: tuple[type[Policy], ...] = (
+    Stateless,
+    LogOutputs,
+    LazyCheckpoint,
+    EagerCheckpoint,
+    FullHistory,
+    ContinuousEventualCheckpoint,
+)
+
+
+@dataclass(frozen=True)
+class WindowSpec(OperatorSpec):
+    """Windowed aggregates per key over event time (see the module docstring)."""
+
+    kind: ClassVar[str] = "window"
+    ports: ClassVar[tuple[str, ...]] = ("out", "late")
+    optional_ports: ClassVar[tuple[str, ...]] = ("late",)
+    policies: ClassVar[tuple[type[Policy], ...]] = WINDOW_POLICIES
+    keyed: ClassVar[bool] = True
+    key: tuple[str, ...] = ()
+    time: str = ""
+    shape: WindowShape = field(default=None)  # type: ignore[assignment]
+    aggregates: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    watermark_delay: int = 0
+    mode: str = "append"
+    #: ``fn(key, window_start, window_end, rows) -> pandas.DataFrame`` of
+    #: ``output_schema``, instead of ``aggregates``: the window keeps its rows.
+    fn: Callable[..., Any] | None = None
+    output_schema: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.shape, WindowShape):
+            raise GraphError(f"window: shape must be Tumbling(...), Sliding(...) or Session(...), got {self.shape!r}")
+        if not self.time:
+            raise GraphError("window: name the event-time column (time=...)")
+        if not self.key:
+            raise GraphError("window: give at least one key column")
+        if not isinstance(self.watermark_delay, int) or self.watermark_delay < 0:
+            raise GraphError(f"window: watermark_delay must be an integer >= 0, got {self.watermark_delay!r}")
+        if self.mode not in MODES:
+            raise GraphError(f"window: mode must be one of {MODES}, got {self.mode!r}")
+        if self.fn is not None:
+            if self.aggregates or not callable(self.fn) or not self.output_schema:
+                raise GraphError(
+                    "window: give either aggregates, or fn=f(key, window_start, window_end, rows) -> DataFrame "
+                    "with output_schema='...' (a function of the window's rows), not both"
+                )
+        elif not self.aggregates:
+            raise GraphError("window: give at least one aggregate, e.g. {'count': ('count', None)}, or fn= and output_schema=")
+        reserved = {"window_start", "window_end", *self.key}
+        for out, agg in self.aggregates.items():
+            if not isinstance(agg, tuple) or len(agg) != 2 or agg[0] not in WINDOW_AGGREGATES:
+                raise GraphError(f"window aggregate {out!r} must be (func, column) with func in {WINDOW_AGGREGATES}, got {agg!r}")
+            if agg[0] != "count" and agg[1] is None:
+                raise GraphError(f"window aggregate {out!r} ({agg[0]}) needs a column")
+            if out in reserved:
+                raise GraphError(f"window aggregate {out!r}: the name is taken by a key or window column; rename it")

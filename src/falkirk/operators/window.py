@@ -1,0 +1,252 @@
+"""``window``: aggregates per key and event-time window, closed by a watermark.
+
+See :mod:`falkirk.graph.windows` for what a user gets and
+:mod:`falkirk.operators.window_frames` for the state's layout. An epoch:
+
+1. (before the previous epoch has merged) the epoch's rows are assigned their
+   windows and aggregated into per-window partials, materialised; an observation on
+   the same job gives the epoch's greatest event time and row count;
+2. partials whose window closed in an earlier epoch (its end at or below the
+   watermark that epoch closed windows at) are late (their rows go to the ``late``
+   output); the others are merged with the stored windows of their keys (looked up
+   in place);
+3. the windows of the touched keys, and of the keys whose ``min_end`` (or, under
+   CEC, ``min_fp``) says they hold a window to close at the watermark the epoch
+   started with (or to checkpoint), are classified and regrouped into the keys' new
+   arrays - one delta run of the state; the watermark advances (greatest event time
+   seen minus the delay);
+4. output: the windows that closed (append) or were updated (update).
+
+With lazy or eager checkpoints the state's checkpoint carries one extra row with
+the watermark (a tombstone with null keys, which no restore keeps); under
+:class:`~falkirk.graph.ContinuousEventualCheckpoint` the operator writes its log
+instead (:mod:`falkirk.operators.cec`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, IntegralType, LongType, StructField, StructType
+
+from falkirk.graph import ContinuousEventualCheckpoint, GraphError
+from falkirk.graph.windows import WindowSpec
+from falkirk.operators.base import Chain, Step, require
+from falkirk.operators.cec import CecLog
+from falkirk.operators.keyed import KeyedOperator
+from falkirk.operators.window_frames import CLS, MIN_END, MIN_FP, UPDATED, Layout, late_schema
+from falkirk.spark.state import DELETED, EPOCH, KeyedState, materialise
+
+META, WATERMARK, CLOSED_AT, MAX_TIME = "_meta", "_watermark", "_closed_at", "_max_time"
+#: The watermark of the epoch that ends the input: past every window.
+FINAL_WATERMARK = 2**63 - 1
+
+
+class WindowOperator(KeyedOperator):
+    spec_type = WindowSpec
+
+    def set_up(self, inputs: Sequence[StructType]) -> dict[str, StructType]:
+        spec = self.processor.spec
+        assert isinstance(spec, WindowSpec)
+        self.spec = spec
+        schema = inputs[0]
+        columns = [c for _, c in spec.aggregates.values() if c]
+        require(schema, [*spec.key, spec.time, *columns])
+        if not isinstance(schema[spec.time].dataType, IntegralType):
+            raise GraphError(
+                f"window: the event-time column {spec.time!r} is {schema[spec.time].dataType.simpleString()}; it must "
+                "be an integer (seconds or any unit; cast a timestamp with unix_timestamp() or .cast('long'))"
+            )
+        self.input_columns = schema.fieldNames()
+        self.layout = Layout.of(spec.key, spec.time, spec.shape, dict(spec.aggregates), schema, spec.fn)
+        self.cec = isinstance(self.processor.policy, ContinuousEventualCheckpoint)
+        delta_checkpoints = self.processor.policy.writes_checkpoints and not self.cec
+        self.state = KeyedState(self.spark, (*spec.key,), self.layout.state_schema(schema), keep_tombstones=delta_checkpoints)
+        self.log = CecLog(self.spark, self.layout, self.state, schema) if self.cec else None
+        #: The watermark after the last epoch (the next one closes windows with it).
+        self.watermark: int | None = None
+        #: The watermark the last epoch closed windows with: a row whose window
+        #: ends at or below it is late (its window has closed).
+        self.closed_at: int | None = None
+        self.max_time: int | None = None
+        #: Counters for reports and the bench (this run's, not persisted).
+        self.metrics: dict[str, float] = {"late_rows": 0, "invalid_rows": 0, "input_rows": 0}
+        fields = [schema[k] for k in spec.key] + [StructField("window_start", LongType()), StructField("window_end", LongType())]
+        for out, (func, _) in spec.aggregates.items():
+            part = next(t for n, t, _ in self.layout.partials if n.startswith(f"{out}__"))
+            fields.append(StructField(out, {"count": LongType(), "avg": DoubleType()}.get(func, part)))
+        if spec.fn is not None:
+            own = self.spark.createDataFrame([], spec.output_schema).schema
+            clash = [f.name for f in own.fields if f.name in {f.name for f in fields}]
+            if clash:
+                raise GraphError(f"window: output_schema repeats {clash}, which the output has already (the key and the window)")
+            fields += own.fields
+        self.output_schema = StructType(fields)
+        return {"out": self.output_schema, "late": late_schema(schema)}
+
+    # -- an epoch ---------------------------------------------------------------------
+
+    def _prepare(self, rows: DataFrame, version: int) -> tuple[DataFrame, DataFrame, Observation]:
+        """Assigned rows (lazy, for the late output), their partials (materialised)
+        and the observation of the epoch's greatest event time, valid and invalid
+        rows, taken by the same job."""
+        ok = self.layout.valid()
+        seen = Observation(f"{self.name} e{version} rows")
+        observed = rows.observe(
+            seen,
+            F.max(F.when(ok, F.col(self.spec.time).cast("long"))).alias("max_time"),
+            F.count(F.when(ok, F.lit(1))).alias("rows"),
+            F.count(F.when(~ok, F.lit(1))).alias("invalid"),
+        )
+        partials = materialise(self.layout.partials_of_rows(self.layout.assign(observed.filter(ok))))
+        self.state.retire(version, partials)
+        return self.layout.assign(rows.filter(ok)), partials, seen
+
+    def step(self, step: Step) -> dict[str, DataFrame]:
+        rows = step.inputs[0]
+        assigned, partials, seen = self._prepare(rows, step.version)
+        step.wait_previous()
+        epoch = step.version
+        before, closed = self.watermark, self.closed_at
+        late = Observation(f"{self.name} e{epoch} late")
+        if closed is not None:
+            counted = partials.observe(late, F.sum(F.when(F.col("end") <= F.lit(closed), F.col("_n")).otherwise(0)).alias("late"))
+            partials = counted.filter(F.col("end") > F.lit(closed))
+        merged = self._merge(partials, epoch)
+        metrics = seen.get
+        self.metrics["input_rows"] += int(metrics.get("rows") or 0)
+        self.metrics["invalid_rows"] += int(metrics.get("invalid") or 0)
+        if closed is not None:
+            self.metrics["late_rows"] += int(late.get.get("late") or 0)
+        if metrics.get("max_time") is not None:
+            self.max_time = max(self.max_time or metrics["max_time"], metrics["max_time"])
+        # Windows close at the watermark the epoch started with, after its rows
+        # (Spark's order); the final epoch closes everything.
+        closing = FINAL_WATERMARK if step.final else before
+        self.closed_at = closing
+        if self.max_time is not None:
+            candidate = self.max_time - self.spec.watermark_delay
+            self.watermark = candidate if before is None else max(before, candidate)
+        if step.final:
+            self.watermark = FINAL_WATERMARK
+        cutoff = self.log.cutoff(epoch, self.processor.policy) if self.log is not None else 0  # type: ignore[arg-type]
+        affected = merged.unionByName(self._others(merged, closing, cutoff))
+        classified = materialise(self.layout.classify(affected, epoch, closing, cutoff))
+        self.state.retire(epoch, classified)
+        grouped = self.layout.regroup(classified)
+        changed = grouped.filter(F.size(F.col("windows")) > 0)
+        deleted = grouped.filter(F.size(F.col("windows")) == 0).select(*self.spec.key)
+        self.state.apply(changed, deleted, epoch)
+        if self.log is not None:
+            self.log.record(epoch, merged, classified, int(metrics.get("rows") or 0), self.marks())
+        late_rows, invalid = self._late(rows, assigned, closed)
+        shown = classified.filter(F.col(CLS) == "close") if self.spec.mode == "append" else classified.filter(F.col(UPDATED))
+        return {"out": self.layout.results(shown, self.output_schema), "late": late_rows.unionByName(invalid)}
+
+    def _merge(self, partials: DataFrame, epoch: int) -> DataFrame:
+        """The touched keys' windows after the epoch's rows (materialised)."""
+        joined = self.state.with_stored(self.layout.new_arrays(partials))
+        merged = materialise(self.layout.merge(self.layout.exploded(joined)))
+        self.state.retire(epoch, merged)
+        return merged
+
+    def _others(self, merged: DataFrame, closing: int | None, cutoff: int) -> DataFrame:
+        """The windows of untouched keys that may close at watermark ``closing`` (or
+        be checkpointed again)."""
+        condition = f"{MIN_END} <= {closing}" if closing is not None else "false"
+        if cutoff:
+            condition += f" OR {MIN_FP} < {cutoff}"
+        keys = list(self.spec.key)
+        candidates = self.state.candidates(condition).join(merged.select(*keys).distinct(), keys, "left_anti")
+        return self.layout.stored_windows(self.state.with_stored(self.state.partitioned(candidates)))
+
+    def _late(self, rows: DataFrame, assigned: DataFrame, watermark: int | None) -> tuple[DataFrame, DataFrame]:
+        """The late rows (window closed before this epoch) and the invalid ones,
+        each with its reason; both counted when computed."""
+        columns = self.input_columns
+        invalid = rows.filter(~self.layout.valid()).select(
+            *columns,
+            F.lit(None).cast("long").alias("window_start"),
+            F.lit(None).cast("long").alias("window_end"),
+            self.layout.invalid_reason().alias("reason"),
+        )
+        if watermark is None:
+            late = invalid.limit(0)
+        else:
+            late = self.layout.late_rows(assigned, columns, watermark)
+        return late, invalid
+
+    # -- state ----------------------------------------------------------------------------
+
+    def checkpoint(self, epoch: int, base: bool) -> DataFrame:
+        if self.log is not None:
+            return self.log.rows(epoch)
+        rows = self.state.checkpoint(epoch, base)
+        meta = self.spark.createDataFrame(
+            [(epoch, True, True, *self.marks())],
+            StructType(
+                [
+                    StructField(EPOCH, LongType(), False),
+                    StructField(DELETED, rows.schema[DELETED].dataType, False),
+                    StructField(META, rows.schema[DELETED].dataType, False),
+                    StructField(WATERMARK, LongType(), True),
+                    StructField(CLOSED_AT, LongType(), True),
+                    StructField(MAX_TIME, LongType(), True),
+                ]
+            ),
+        )
+        return rows.unionByName(meta, allowMissingColumns=True)
+
+    def chain_kind(self, epoch: int, base: bool) -> str:
+        if self.log is not None:
+            return self.log.kind(epoch)
+        return super().chain_kind(epoch, base)
+
+    def restore(self, chain: Chain, epoch: int) -> None:
+        started = time.perf_counter()
+        if self.log is not None:
+            self.watermark, self.closed_at, self.max_time = self.log.restore(chain, epoch)
+        else:
+            self.state.restore(chain, epoch)
+            self.watermark, self.closed_at, self.max_time = self._restored_meta(chain, epoch)
+        self.metrics["restore_seconds"] = time.perf_counter() - started
+
+    def marks(self) -> tuple[int | None, int | None, int | None]:
+        """The watermark, the watermark windows last closed at, the greatest event time."""
+        return self.watermark, self.closed_at, self.max_time
+
+    def _restored_meta(self, chain: Chain, epoch: int) -> tuple[int | None, int | None, int | None]:
+        paths = [f.path for t, _, files in chain if t == epoch for f in files]
+        if not paths:
+            raise GraphError(f"internal: window processor {self.name!r} has no checkpoint at epoch {epoch} to restore")
+        meta = self.spark.read.parquet(*paths).filter(f"{META} IS NOT NULL AND {META}").select(WATERMARK, CLOSED_AT, MAX_TIME).collect()
+        if len(meta) != 1:
+            raise GraphError(
+                f"window processor {self.name!r}: its checkpoint at epoch {epoch} holds {len(meta)} watermark rows, "
+                "expected 1 (the checkpoint is damaged; restart from a new storage root or an older copy)"
+            )
+        return meta[0][WATERMARK], meta[0][CLOSED_AT], meta[0][MAX_TIME]
+
+    def catch_up_from(self) -> int | None:
+        return self.log.catch_up_from if self.log is not None else None
+
+    def catch_up(self, step: Step) -> None:
+        assert self.log is not None
+        rows = step.inputs[0]
+        self.log.catch_up(step.epoch, self.layout.assign(rows.filter(self.layout.valid())))
+
+    def reset(self) -> None:
+        super().reset()
+        self.watermark = self.closed_at = self.max_time = None
+        if self.log is not None:
+            self.log.reset()
+
+    def describe(self) -> dict[str, Any]:
+        """The watermark and the counters (for status and the bench)."""
+        extra = self.log.metrics if self.log is not None else {}
+        return {"watermark": self.watermark, "closed_at": self.closed_at, "max_time": self.max_time, **self.metrics, **extra}
+
