@@ -87,16 +87,16 @@ def run_once(spark: Any, files: Path, policy: Policy, fail_after: int | None) ->
         report = engine.run(finish=True)
         seconds = time.perf_counter() - started
         info = engine.state.operators["counts"].describe()  # type: ignore[attr-defined]
-        epochs = max(1, len(report.epoch_seconds)) if hasattr(report, "epoch_seconds") else 1
         return {
             "seconds": seconds,
-            "epoch_s": seconds / epochs,
+            "epoch_s": statistics.mean(report.epoch_seconds) if report.epoch_seconds else 0.0,
             "checkpoint_mb": report.checkpoint_bytes / 1e6,
             "g_check_rows": float(info.get("g_check_rows", 0) + seen.get("before_g_check_rows", 0)),
             "extent_rows": float(info.get("extent_rows", 0)) if fail_after else float(seen.get("before_extent_rows", 0)),
             "ec_load_s": float(info.get("restore_seconds", 0)),
             "replayed_rows": float(info.get("replay_rows", 0)) if fail_after else 0.0,
             "catch_up_s": float(info.get("catch_up_seconds", 0)),
+            "replayed_mb": sum(b for _, _, b, _ in report.caught_up) / 1e6,
             "rollback_s": sum(report.recovery_seconds),
         }
     finally:
@@ -115,7 +115,13 @@ def main() -> None:
     parser.add_argument("--cp", default="1,2,4", help="check periods (epochs)")
     parser.add_argument("--configs", default=None, help="a comma-separated subset")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results") / "windows.csv"))
+    parser.add_argument("--scaling", default=None, help="only measure epoch time against open windows, e.g. 1000,100000")
     args = parser.parse_args()
+    if args.scaling:
+        spark = spark_session()
+        scaling(spark, [int(x) for x in args.scaling.split(",")])
+        scaling(spark, [int(x) for x in args.scaling.split(",")])  # a second round: medians are of both
+        return
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     table = configs(ints(args.q), ints(args.u), ints(args.cp))
     names = args.configs.split(",") if args.configs else list(table)
@@ -130,9 +136,9 @@ def main() -> None:
             plain = run_once(spark, files, table[name](), None)
             failing = run_once(spark, files, table[name](), args.fail_after)
             base = plain["seconds"] if name == "none" else base
-            row = {"round": r, "config": name, **{k: v for k, v in plain.items() if k != "replayed_rows"}}
+            row = {"round": r, "config": name, **{k: v for k, v in plain.items() if k not in ("replayed_rows", "replayed_mb")}}
             row["overhead"] = plain["seconds"] / base - 1 if base else 0.0
-            row.update({f"fail_{k}": failing[k] for k in ("extent_rows", "ec_load_s", "replayed_rows", "catch_up_s", "rollback_s")})
+            row.update({f"fail_{k}": failing[k] for k in ("extent_rows", "ec_load_s", "replayed_rows", "replayed_mb", "catch_up_s", "rollback_s")})
             rows.append(row)
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -146,6 +152,29 @@ def main() -> None:
         print(f"  {n:12s} " + " ".join(f"{k}={v:.3f}" for k, v in m.items()))
     plot(medians, Path(args.out).parent)
     shutil.rmtree(files, ignore_errors=True)
+
+
+def scaling(spark: Any, sizes: list[int], epochs: int = 8, rows: int = 300) -> list[dict[str, float]]:
+    """Epoch time against open windows: a first epoch opens ``size`` windows (one
+    per word, in a window that stays open), then ``epochs`` small epochs touch a few
+    words each. Flat means an epoch costs its own rows, not the open state."""
+    out = []
+    for size in sizes:
+        files = Path(tempfile.mkdtemp(prefix="falkirk-bench-scaling-"))
+        (files / "e00000.csv").write_text("ts,word\n" + "".join(f"{i % 50},w{i}\n" for i in range(size)))
+        for e in range(1, epochs + 1):
+            (files / f"e{e:05d}.csv").write_text("ts,word\n" + "".join(f"{60 + e * 5 + i % 5},v{i % 40}\n" for i in range(rows)))
+        work = Path(tempfile.mkdtemp(prefix="falkirk-bench-scaling-run-"))
+        try:
+            pipeline = build_pipeline(str(files), str(work / "out"), Tumbling(1_000_000), DELAY, ContinuousEventualCheckpoint())
+            report = Engine(pipeline, work / "state", spark=spark, max_in_flight=1).run()
+            later = report.epoch_seconds[1:]
+            out.append({"open_windows": float(size), "median_epoch_s": statistics.median(later), "first_epoch_s": report.epoch_seconds[0]})
+            print(f"open_windows={size} median_epoch_s={out[-1]['median_epoch_s']:.3f} first_epoch_s={out[-1]['first_epoch_s']:.3f}", flush=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(files, ignore_errors=True)
+    return out
 
 
 def plot(medians: dict[str, dict[str, float]], out: Path) -> None:

@@ -8,4 +8,6 @@ echo "== ruff =="
 echo "== mypy (strict on falkirk.time and falkirk.recovery) =="
 .venv/bin/mypy
 echo "== pytest =="
-.venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist): most tests wait on JVM starts and subprocesses; each
+# worker has its own Spark session, Redis and PostgreSQL (free ports, temporary dirs).
+.venv/bin/python -m pytest -q -n 2 --dist worksteal --durations=30 "$@"

@@ -102,9 +102,7 @@ def rows(df: pd.DataFrame) -> list[tuple[int, int, str, int]]:
 @pytest.mark.parametrize(
     ("query", "window_args", "crash"),
     [
-        ("windowed", ["--window", "20", "--slide", "5"], None),
         ("windowed", ["--window", "20", "--slide", "5"], "commit.after:4"),
-        ("sessions", ["--session-gap", "4"], None),
         ("sessions", ["--session-gap", "4"], "state.written:5"),
     ],
 )

@@ -121,10 +121,12 @@ class Windows:
 
 
 def parse(ts: str | None, word: str | None) -> tuple[int, str] | None:
-    """A valid ``(ts, word)`` row, or None (as ``falkirk.demo.windowed.check``)."""
-    if ts is None or not _INTEGER.fullmatch(ts.strip()) or not word:
+    """A valid ``(ts, word)`` row, or None (as ``falkirk.demo.windowed.words``).
+    The lines are the generator's plain ones: no quoting (Spark's CSV reader would
+    unquote ``"a,b"``, which this does not)."""
+    if ts is None or not _INTEGER.fullmatch(ts.strip(" ")) or not word:  # Spark's trim: spaces only
         return None
-    return int(ts.strip()), word
+    return int(ts.strip(" ")), word
 
 
 def reference(epochs: Iterable[list[tuple[str | None, str | None]]], shape: WindowShape, delay: int) -> Expected:

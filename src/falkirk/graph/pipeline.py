@@ -415,6 +415,11 @@ class Pipeline:
         region = scope_of(name, spec, outs, self.loops, self.sequences)
         loop = region if region in self.loops else None
         sequence = region if region in self.sequences else None
+        if isinstance(spec, WindowSpec) and region is not None:
+            raise GraphError(
+                f"processor {name!r}: a window processor cannot be inside {region!r} (its watermark advances per "
+                "epoch); window the stream before it enters the region or after it leaves"
+            )
         if loop is not None and not isinstance(policy or Stateless(), LOOP_POLICIES):
             allowed = ", ".join(t.__name__ for t in LOOP_POLICIES)
             raise GraphError(f"processor {name!r} is in loop {loop!r}, where it can use {allowed}, not {policy.name}")  # type: ignore[union-attr]

@@ -48,23 +48,26 @@ from falkirk.operators.window_frames import (
     RETIRED,
     START,
     Layout,
+    check_signature,
 )
 from falkirk.recovery.extent import Extent, extent_kind, extent_start
 from falkirk.spark.state import KeyedState, materialise
 
 E_COLUMNS = ("watermark", "closed_at", "max_time", "input_rows", "log_rows")
+#: The epoch row also records the window's settings (see ``window.signature``).
+SPEC_COLUMN = "spec"
 
 
 class CecLog:
     """The CEC log of one window operator: rows per epoch, recovery, the extent."""
 
-    def __init__(self, spark: SparkSession, layout: Layout, state: KeyedState, input_schema: StructType) -> None:
-        self.spark, self.layout, self.state = spark, layout, state
+    def __init__(self, spark: SparkSession, layout: Layout, state: KeyedState, input_schema: StructType, signature: str) -> None:
+        self.spark, self.layout, self.state, self.signature = spark, layout, state, signature
         head = [StructField("kind", StringType(), False), StructField("t", LongType(), False), StructField("n", LongType(), False)]
         window = [input_schema[k] for k in layout.keys] + [
             StructField(c, LongType()) for c in (START, END, LAST)
         ] + [StructField(n, t) for n, t, _ in layout.partials]
-        tail = [StructField(c, LongType()) for c in E_COLUMNS]
+        tail = [StructField(c, LongType()) for c in E_COLUMNS] + [StructField(SPEC_COLUMN, StringType())]
         self.columns = [f.name for f in head + window + tail]
         self.schema = StructType(head + window + tail + [StructField("fingerprint", LongType(), False)])
         self.reset()
@@ -109,6 +112,7 @@ class CecLog:
         log_rows = tally["open"] + tally["check"] + tally["close"] + tally["retired"] + 1
         self.extent.record(epoch, log_rows, input_rows)
         n = self.extent.open
+        self.starts = {e: t for e, t in self.starts.items() if e >= epoch - 64}  # the engine asks right after
         self.starts[epoch] = self.extent.start(epoch)
         window_cols = [*keys, START, END, LAST, *self.layout.names]
         g = classified.filter(F.col(CLS).isin("open", "check")).select(
@@ -117,8 +121,12 @@ class CecLog:
         r = classified.filter(F.col(CLS) == "close").select(F.lit("R").alias("kind"), *window_cols)
         x = merged.select(*keys, F.explode(RETIRED).alias("r")).select(F.lit("X").alias("kind"), *keys, F.col("r.start").alias(START))
         e = self.spark.createDataFrame(
-            [("E", *marks, input_rows, log_rows)],
-            StructType([StructField("kind", StringType(), False)] + [StructField(c, LongType()) for c in E_COLUMNS]),
+            [("E", *marks, input_rows, log_rows, self.signature)],
+            StructType(
+                [StructField("kind", StringType(), False)]
+                + [StructField(c, LongType()) for c in E_COLUMNS]
+                + [StructField(SPEC_COLUMN, StringType())]
+            ),
         )
         rows = g.unionByName(r, allowMissingColumns=True).unionByName(x, allowMissingColumns=True).unionByName(e, allowMissingColumns=True)
         rows = rows.withColumn("t", F.lit(epoch).cast("long")).withColumn("n", F.lit(n).cast("long")).select(*self.columns)
@@ -164,9 +172,10 @@ class CecLog:
         damaged = rows.filter(F.col("fingerprint") != self._fingerprint()).count()
         if damaged:
             raise GraphError(f"CEC log of epochs {start}..{epoch}: {damaged} rows do not match their fingerprint (damaged log)")
-        epochs = {r["t"]: r for r in rows.filter("kind = 'E'").select("t", "n", *E_COLUMNS).collect()}
+        epochs = {r["t"]: r for r in rows.filter("kind = 'E'").select("t", "n", *E_COLUMNS, SPEC_COLUMN).collect()}
         if sorted(epochs) != list(range(start, epoch + 1)):
             raise GraphError(f"CEC log: epochs {sorted(epochs)} found, {start}..{epoch} expected (a log file is missing)")
+        check_signature("(CEC log)", epochs[epoch][SPEC_COLUMN], self.signature)
         ec = self._eventual(rows)
         footprints = [(r["t"], r["count"]) for r in ec.groupBy("t").count().collect()]
         expected = epochs[epoch]["n"]

@@ -31,19 +31,38 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, IntegralType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    DoubleType,
+    IntegralType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from falkirk.graph import ContinuousEventualCheckpoint, GraphError
 from falkirk.graph.windows import WindowSpec
 from falkirk.operators.base import Chain, Step, require
 from falkirk.operators.cec import CecLog
 from falkirk.operators.keyed import KeyedOperator
-from falkirk.operators.window_frames import CLS, MIN_END, MIN_FP, UPDATED, Layout, late_schema
+from falkirk.operators.window_frames import (
+    CLS,
+    MIN_END,
+    MIN_FP,
+    UPDATED,
+    Layout,
+    check_signature,
+    late_schema,
+    signature,
+)
+from falkirk.recovery.extent import extent_start
 from falkirk.spark.state import DELETED, EPOCH, KeyedState, materialise
 
-META, WATERMARK, CLOSED_AT, MAX_TIME = "_meta", "_watermark", "_closed_at", "_max_time"
+META, WATERMARK, CLOSED_AT, MAX_TIME, SPEC = "_meta", "_watermark", "_closed_at", "_max_time", "_spec"
 #: The watermark of the epoch that ends the input: past every window.
 FINAL_WATERMARK = 2**63 - 1
+#: A watermark is a 64-bit integer: an event time minus a delay below this is this.
+LOWEST_WATERMARK = -(2**63)
 
 
 class WindowOperator(KeyedOperator):
@@ -66,7 +85,9 @@ class WindowOperator(KeyedOperator):
         self.cec = isinstance(self.processor.policy, ContinuousEventualCheckpoint)
         delta_checkpoints = self.processor.policy.writes_checkpoints and not self.cec
         self.state = KeyedState(self.spark, (*spec.key,), self.layout.state_schema(schema), keep_tombstones=delta_checkpoints)
-        self.log = CecLog(self.spark, self.layout, self.state, schema) if self.cec else None
+        #: What the stored state means: a restore with other settings is refused.
+        self.signature = signature(spec, self.cec)
+        self.log = CecLog(self.spark, self.layout, self.state, schema, self.signature) if self.cec else None
         #: The watermark after the last epoch (the next one closes windows with it).
         self.watermark: int | None = None
         #: The watermark the last epoch closed windows with: a row whose window
@@ -123,13 +144,14 @@ class WindowOperator(KeyedOperator):
         if closed is not None:
             self.metrics["late_rows"] += int(late.get.get("late") or 0)
         if metrics.get("max_time") is not None:
-            self.max_time = max(self.max_time or metrics["max_time"], metrics["max_time"])
+            newest = int(metrics["max_time"])
+            self.max_time = newest if self.max_time is None else max(self.max_time, newest)
         # Windows close at the watermark the epoch started with, after its rows
         # (Spark's order); the final epoch closes everything.
         closing = FINAL_WATERMARK if step.final else before
         self.closed_at = closing
         if self.max_time is not None:
-            candidate = self.max_time - self.spec.watermark_delay
+            candidate = max(self.max_time - self.spec.watermark_delay, LOWEST_WATERMARK)
             self.watermark = candidate if before is None else max(before, candidate)
         if step.final:
             self.watermark = FINAL_WATERMARK
@@ -187,7 +209,7 @@ class WindowOperator(KeyedOperator):
             return self.log.rows(epoch)
         rows = self.state.checkpoint(epoch, base)
         meta = self.spark.createDataFrame(
-            [(epoch, True, True, *self.marks())],
+            [(epoch, True, True, *self.marks(), self.signature)],
             StructType(
                 [
                     StructField(EPOCH, LongType(), False),
@@ -196,6 +218,7 @@ class WindowOperator(KeyedOperator):
                     StructField(WATERMARK, LongType(), True),
                     StructField(CLOSED_AT, LongType(), True),
                     StructField(MAX_TIME, LongType(), True),
+                    StructField(SPEC, StringType(), True),
                 ]
             ),
         )
@@ -208,6 +231,15 @@ class WindowOperator(KeyedOperator):
 
     def restore(self, chain: Chain, epoch: int) -> None:
         started = time.perf_counter()
+        kinds = {kind for t, kind, _ in chain if t == epoch}
+        cec_kinds = {k for k in kinds if extent_start(k) is not None}
+        if bool(cec_kinds) != self.cec or not kinds:
+            found = ", ".join(sorted(kinds)) or "none"
+            raise GraphError(
+                f"window processor {self.name!r}: its state at epoch {epoch} was written under another policy (checkpoint "
+                f"kind {found}; this run uses {self.processor.policy.name}). Restart with the policy that wrote it, "
+                "or use a new storage root"
+            )
         if self.log is not None:
             self.watermark, self.closed_at, self.max_time = self.log.restore(chain, epoch)
         else:
@@ -223,12 +255,13 @@ class WindowOperator(KeyedOperator):
         paths = [f.path for t, _, files in chain if t == epoch for f in files]
         if not paths:
             raise GraphError(f"internal: window processor {self.name!r} has no checkpoint at epoch {epoch} to restore")
-        meta = self.spark.read.parquet(*paths).filter(f"{META} IS NOT NULL AND {META}").select(WATERMARK, CLOSED_AT, MAX_TIME).collect()
+        meta = self.spark.read.parquet(*paths).filter(f"{META} IS NOT NULL AND {META}").select(WATERMARK, CLOSED_AT, MAX_TIME, SPEC).collect()
         if len(meta) != 1:
             raise GraphError(
                 f"window processor {self.name!r}: its checkpoint at epoch {epoch} holds {len(meta)} watermark rows, "
                 "expected 1 (the checkpoint is damaged; restart from a new storage root or an older copy)"
             )
+        check_signature(self.name, meta[0][SPEC], self.signature)
         return meta[0][WATERMARK], meta[0][CLOSED_AT], meta[0][MAX_TIME]
 
     def catch_up_from(self) -> int | None:

@@ -33,7 +33,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape
+from falkirk.graph import GraphError
+from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape, WindowSpec
 from falkirk.operators.aggregate import combine_sql, epoch_partials, final_sql, partials_of
 from falkirk.operators.stateful import plain_values
 from falkirk.spark.state import quote
@@ -390,3 +391,30 @@ def late_schema(input_schema: StructType) -> StructType:
     return StructType(
         [*input_schema.fields, StructField("window_start", LongType()), StructField("window_end", LongType()), StructField("reason", StringType())]
     )
+
+
+def signature(spec: WindowSpec, cec: bool) -> str:
+    """The settings a window processor's stored state depends on, as text."""
+    fn = getattr(spec.fn, "__qualname__", repr(spec.fn)) if spec.fn is not None else None
+    parts = [
+        repr(spec.shape),
+        f"key={list(spec.key)}",
+        f"time={spec.time}",
+        f"delay={spec.watermark_delay}",
+        f"mode={spec.mode}",
+        f"aggregates={sorted(spec.aggregates.items())}",
+        f"fn={fn}" if fn else "",
+        "cec" if cec else "checkpoints",
+    ]
+    return " ".join(p for p in parts if p)
+
+
+def check_signature(name: str, stored: str | None, current: str) -> None:
+    """Refuse to restore state written with other window settings (its windows,
+    watermark and partials would mean something else)."""
+    if stored is not None and stored != current:
+        raise GraphError(
+            f"window processor {name!r}: its stored state was written with other settings ({stored}); this run has "
+            f"({current}). Restart with the original settings, or use a new storage root"
+        )
+

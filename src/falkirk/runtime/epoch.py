@@ -299,7 +299,11 @@ class EpochRunner:
                 "the spec selective if its state is partitioned by time"
             )
         for port, df in produced.items():
-            if len(state.pipeline.consumers(p.name, port)) > 1 or p.policy.logs_outputs:
+            consumers = state.pipeline.consumers(p.name, port)
+            # A port nobody reads (an optional one left unconnected) is neither kept
+            # nor logged: no recovery would re-send it, so its log would never go.
+            logged = p.policy.logs_outputs and bool(consumers)
+            if len(consumers) > 1 or logged:
                 df = self.keep(work, df)
             # Sources are counted from their offsets; loop processors' rows are not
             # counted (an observation per iteration would need a count per tick).
@@ -311,7 +315,7 @@ class EpochRunner:
                 df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
                 work.observed[(p.name, port)] = observation
             outputs[(p.name, port)] = df
-            if p.policy.logs_outputs:
+            if logged:
                 key = f"{p.name}.{port}"
                 self._write_later(work, f"{key} {tick_label(tick)}", self._write_log, df, key, tick, work.batch)
         emitted = operator.emit(step)

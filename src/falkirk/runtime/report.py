@@ -38,6 +38,9 @@ class RunReport:
     #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a
     #: restart's first, then one per in-process rollback.
     recovery_seconds: list[float] = field(default_factory=list)
+    #: Input a recovery replayed into a restored state from a processor's own input
+    #: log (continuous eventual checkpoints): (processor, epochs, bytes, seconds).
+    caught_up: list[tuple[str, int, int, float]] = field(default_factory=list)
     #: Seconds each processor's step took per committed epoch, persisting included.
     #: Spark evaluates lazily: a step that materializes (a keyed operator, a sink)
     #: also pays for computing the stateless steps before it.
