@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.windowed_reference import Expected, reference
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
     EagerCheckpoint,
@@ -135,15 +135,7 @@ def read_input(directory: str | Path) -> list[list[tuple[str | None, str | None]
     return out
 
 
-@dataclass(frozen=True)
-class Expected:
-    windows: list[tuple[int, int, str, int]]  # window_start, window_end, word, count
-    invalid: int
-
-
 def expected(epochs: Iterable[list[tuple[str | None, str | None]]], shape: WindowShape, watermark_delay: int) -> Expected:
     """The output of an uninterrupted run over ``epochs`` (raw ``(ts, word)`` strings
     per file), in plain Python, independent of Spark and of the engine."""
-    from falkirk.demo.windowed_reference import reference
-
     return reference(epochs, shape, watermark_delay)

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from falkirk.graph import Session, Sliding, Tumbling, WindowShape
 
-if TYPE_CHECKING:
-    from falkirk.demo.windowed import Expected
-
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What an uninterrupted ``windowed_counts`` run writes."""
+
+    windows: list[tuple[int, int, str, int]]  # window_start, window_end, word, count
+    invalid: int
 
 
 def windows_of(ts: int, shape: WindowShape) -> list[tuple[int, int]]:
@@ -132,8 +137,6 @@ def parse(ts: str | None, word: str | None) -> tuple[int, str] | None:
 def reference(epochs: Iterable[list[tuple[str | None, str | None]]], shape: WindowShape, delay: int) -> Expected:
     """Every window an uninterrupted ``windowed_counts`` run writes, and the number
     of invalid rows, for raw ``(ts, word)`` rows per epoch."""
-    from falkirk.demo.windowed import Expected
-
     windows = Windows(shape, delay)
     out: list[tuple[int, int, str, int]] = []
     invalid = 0

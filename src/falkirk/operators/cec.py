@@ -190,10 +190,15 @@ class CecLog:
         self.starts[epoch] = start
         self.catch_up_from = start if start < epoch else None
         self.marks = {e: epochs[e - 1]["closed_at"] for e in range(start + 1, epoch + 1)}
+        extent = sum(r["log_rows"] for r in epochs.values())
+        replay = sum(r["input_rows"] for t, r in epochs.items() if t > start)
         self.metrics.update(
             open_windows=expected,
-            extent_rows=sum(r["log_rows"] for r in epochs.values()),
-            replay_rows=sum(r["input_rows"] for t, r in epochs.items() if t > start),
+            extent_rows=extent,
+            replay_rows=replay,
+            # what this recovery read and replayed (the two above move on with later epochs)
+            recovered_extent_rows=extent,
+            replayed_rows=replay,
             ec_load_seconds=time.perf_counter() - started,
             extent_start=start,
         )
