@@ -39,15 +39,17 @@ import argparse
 import csv
 import shutil
 import statistics
+import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.in_process import run_failing_once
 from falkirk.demo.components import build_pipeline, write_input
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Policy, Stateless
-from falkirk.runtime import Engine
 from falkirk.spark import spark_session
 
 CONFIGS: dict[str, Callable[[], Policy]] = {
@@ -66,18 +68,7 @@ def run_once(spark: Any, edges: Path, config: str, fail_after: int | None) -> di
     work = Path(tempfile.mkdtemp(prefix="falkirk-bench-loops-"))
     try:
         pipeline = build_pipeline(str(edges), str(work / "out"), str(work / "rej"), policy=CONFIGS[config]())
-        engine = Engine(pipeline, work / "state", spark=spark, max_in_flight=1)
-        failed: list[int] = []
-
-        def fail_once(epoch: int, *_: object) -> None:
-            if fail_after is not None and epoch == fail_after and not failed:
-                failed.append(epoch)
-                engine.fail("propagate")
-
-        engine.on_epoch = fail_once
-        started = time.perf_counter()
-        report = engine.run()
-        seconds = time.perf_counter() - started
+        _, report, seconds = run_failing_once(spark, pipeline, work / "state", "propagate", fail_after)
         computed = sum(c for _, _, _, c in report.iterations)
         first = {e: n for _, e, n, _ in report.iterations}  # iterations each epoch takes
         return {

@@ -31,12 +31,15 @@ import argparse
 import csv
 import shutil
 import statistics
+import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.in_process import run_failing_once
 from falkirk.demo.windowed import build_pipeline, write_input
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
@@ -73,19 +76,15 @@ def run_once(spark: Any, files: Path, policy: Policy, fail_after: int | None) ->
     work = Path(tempfile.mkdtemp(prefix="falkirk-bench-windows-"))
     try:
         pipeline = build_pipeline(str(files), str(work / "out"), SHAPE, DELAY, policy)
-        engine = Engine(pipeline, work / "state", spark=spark, max_in_flight=1)
         seen: dict[str, float] = {}
 
-        def on_epoch(epoch: int, *_: object) -> None:
-            if fail_after is not None and epoch == fail_after and "failed" not in seen:
-                seen["failed"] = epoch
-                seen.update({f"before_{k}": v for k, v in engine.state.operators["counts"].describe().items() if isinstance(v, (int, float))})  # type: ignore[attr-defined]
-                engine.fail("counts")
+        def before_failure(engine: Engine) -> None:
+            described = engine.state.operators["counts"].describe()  # type: ignore[attr-defined]
+            seen.update({f"before_{k}": v for k, v in described.items() if isinstance(v, (int, float))})
 
-        engine.on_epoch = on_epoch
-        started = time.perf_counter()
-        report = engine.run(finish=True)
-        seconds = time.perf_counter() - started
+        engine, report, seconds = run_failing_once(
+            spark, pipeline, work / "state", "counts", fail_after, finish=True, before_failure=before_failure
+        )
         info = engine.state.operators["counts"].describe()  # type: ignore[attr-defined]
         return {
             "seconds": seconds,

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,3 +26,11 @@ def finish(proc: subprocess.Popen[bytes]) -> int:
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(err.decode()[-3000:])
     return proc.returncode
+
+
+def kill_at_each(run: Callable[[str], subprocess.Popen[bytes]], points: Sequence[str]) -> None:
+    """Start ``run(point)`` for each point in turn, each killed there (the n-th time
+    that run reaches it, its recovery included), so that each run recovers from the
+    previous kill. Fails if a run ends without reaching its point."""
+    for point in points:
+        assert finish(run(point)) == -signal.SIGKILL, f"{point} was not reached"

@@ -14,17 +14,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.sql import SparkSession
 
 from falkirk.demo.components import (
     OUTPUT_COLUMNS,
     REJECTED_COLUMNS,
     Expected,
+    build_pipeline,
     expected,
     write_input,
 )
 from falkirk.demo.verify import differences
+from falkirk.runtime import Engine
 from falkirk.runtime.faults import LOOP_POINTS
-from tests.engine.examples import finish
+from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -60,23 +63,40 @@ def test_an_uninterrupted_run_matches_union_find(inputs: tuple[Path, Expected], 
     check(tmp_path, inputs[1])
 
 
-#: Which occurrence of each point to kill at: mid-loop for the loop's own points.
-OCCURRENCE = {"gc.before": 1, "iteration.written": 5, "iteration.committed": 7, "loop.computed": 2}
-#: The loop's own points, and those of the epoch around it whose work changes with
-#: a loop (the epoch's commit now holds the loop's records; its sink follows it).
-#: ``epoch.planned``, ``epoch.computed`` and ``commit.after`` run the same code for any
-#: pipeline and are killed at in the other examples' matrices.
-CRASH_POINTS = [*LOOP_POINTS, "sink.written", "commit.before", "gc.before"]
+#: Each run is killed at the next point (the n-th time that run reaches it, its
+#: recovery included; mid-loop for the loop's own points): the loop's points, and
+#: those of the epoch around it whose work changes with a loop (the epoch's commit
+#: holds the loop's records; its sink follows it). ``epoch.planned``,
+#: ``epoch.computed`` and ``commit.after`` run the same code for any pipeline and are
+#: killed at in the other examples' chains.
+CHAINS = {
+    "loop": ["iteration.written:5", "iteration.committed:4", "loop.computed:1"],
+    "epoch": ["sink.written:2", "commit.before:1", "gc.before:1"],
+}
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_kill_at_each_crash_point(point: str, inputs: tuple[Path, Expected], tmp_path: Path) -> None:
-    assert finish(start(inputs, tmp_path, crash=f"{point}:{OCCURRENCE.get(point, 3)}")) == -signal.SIGKILL
-    assert finish(start(inputs, tmp_path)) == 0
+def test_the_chains_cover_the_loop_points() -> None:
+    covered = {point.split(":")[0] for chain in CHAINS.values() for point in chain}
+    assert covered == {*LOOP_POINTS, "sink.written", "commit.before", "gc.before"}
+
+
+def run_here(spark: SparkSession, inputs: tuple[Path, Expected], work: Path) -> None:
+    """The rest of the run in this process (no second JVM start)."""
+    Engine(build_pipeline(str(inputs[0]), str(work / "out"), str(work / "rej")), work / "state", spark=spark).run()
+
+
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_killed_at_each_crash_point(spark: SparkSession, chain: str, inputs: tuple[Path, Expected], tmp_path: Path) -> None:
+    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAINS[chain])
+    run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[1])
 
 
-def test_repeated_kills_at_random_moments_and_during_recovery(inputs: tuple[Path, Expected], tmp_path: Path) -> None:
+def test_kills_during_recovery_and_at_random_moments(spark: SparkSession, inputs: tuple[Path, Expected], tmp_path: Path) -> None:
+    """A kill mid-run leaves work to recover; the next kill lands inside that
+    recovery; then runs killed at random moments (one may finish before its moment
+    comes on a fast machine), then the rest."""
+    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), ["commit.after:2", "recovery.restored:1"])
     rng = random.Random(8)
     for _ in range(2):
         proc = start(inputs, tmp_path)
@@ -84,6 +104,5 @@ def test_repeated_kills_at_random_moments_and_during_recovery(inputs: tuple[Path
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         finish(proc)
-    assert finish(start(inputs, tmp_path, crash="recovery.restored:1")) == -signal.SIGKILL
-    assert finish(start(inputs, tmp_path)) == 0
+    run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[1])

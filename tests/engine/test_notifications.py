@@ -67,5 +67,5 @@ def test_notifications_continue_from_restored_state(spark, inp: Path, tmp_path: 
 def test_on_epoch_end_must_be_a_function(tmp_path: Path) -> None:
     p = Pipeline("bad")
     src = p.source("src", FileSource(str(tmp_path), "parquet", "k string"))
-    with pytest.raises(GraphError, match="idle_keys: on_epoch_end must be a function"):
+    with pytest.raises(GraphError, match="processor 'idle_keys': on_epoch_end must be a function"):
         src.stateful("idle_keys", "k", count, state_schema="n long", output_schema="k string", on_epoch_end=42)

@@ -17,9 +17,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.sql import SparkSession
 
-from falkirk.demo.windowed import OUTPUT_COLUMNS, expected, read_input, shape_of, write_input
-from tests.engine.examples import finish
+from falkirk.demo.windowed import (
+    CEC_REPLAY_TARGET,
+    OUTPUT_COLUMNS,
+    build_pipeline,
+    expected,
+    policy_named,
+    read_input,
+    shape_of,
+    write_input,
+)
+from falkirk.exceptions import FalkirkError
+from falkirk.runtime import Engine
+from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -42,12 +54,26 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def want(files: Path, shape: str) -> list[tuple[int, int, str, int]]:
-    args, delay = SHAPES[shape]
+def shape_args(shape: str) -> tuple[int | None, int | None, int | None]:
+    """(window, slide, session gap) of a shape's command-line arguments."""
+    args, _ = SHAPES[shape]
     window = int(args[1]) if args[0] == "--window" else None
     slide = int(args[3]) if len(args) > 2 else None
     gap = int(args[1]) if args[0] == "--session-gap" else None
-    return expected(read_input(files), shape_of(window, slide, gap), delay).windows
+    return window, slide, gap
+
+
+def want(files: Path, shape: str) -> list[tuple[int, int, str, int]]:
+    return expected(read_input(files), shape_of(*shape_args(shape)), SHAPES[shape][1]).windows
+
+
+def run_here(spark: SparkSession, files: Path, work: Path, shape: str, policy: str = "cec", cec_args: list[str] = CEC_ARGS) -> None:
+    """What ``start`` runs, in this process (no second JVM start), to the end of the
+    input."""
+    targets = dict(zip(cec_args[::2], (int(x) for x in cec_args[1::2]), strict=True))
+    chosen = policy_named(policy, targets.get("--replay-target", CEC_REPLAY_TARGET), targets.get("--extent-target"))
+    pipeline = build_pipeline(str(files), str(work / "out"), shape_of(*shape_args(shape)), SHAPES[shape][1], chosen)
+    Engine(pipeline, work / "state", spark=spark).run(finish=True)
 
 
 def start(
@@ -92,33 +118,32 @@ CHAINS = {
 
 
 @pytest.mark.parametrize("shape", sorted(CHAINS))
-def test_cec_killed_at_every_step(files: Path, tmp_path: Path, shape: str) -> None:
-    for point in CHAINS[shape]:
-        assert finish(start(files, tmp_path, shape, crash=point)) == -signal.SIGKILL, f"{point} was not reached"
-    assert finish(start(files, tmp_path, shape)) == 0
+def test_cec_killed_at_every_step(spark: SparkSession, files: Path, tmp_path: Path, shape: str) -> None:
+    kill_at_each(lambda point: start(files, tmp_path, shape, crash=point), CHAINS[shape])
+    run_here(spark, files, tmp_path, shape)
     check(files, tmp_path, shape)
 
 
-def test_cec_killed_during_recovery(files: Path, tmp_path: Path) -> None:
+def test_cec_killed_during_recovery(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     """The first kill leaves a committed extent to rebuild and input to replay; the
     next ones land inside those recoveries: the eventual checkpoint loaded, an
     epoch replayed, everything restored."""
     # No G_check: T stays at the oldest open sliding window's opening, epochs back.
     lagging = ["--replay-target", "100000"]
-    for point in ["commit.after:6", "catch_up.started:1", "catch_up.epoch:2", "recovery.restored:1"]:
-        assert finish(start(files, tmp_path, "sliding", crash=point, cec_args=lagging)) == -signal.SIGKILL, f"{point} was not reached"
-    assert finish(start(files, tmp_path, "sliding", cec_args=lagging)) == 0
+    points = ["commit.after:6", "catch_up.started:1", "catch_up.epoch:2", "recovery.restored:1"]
+    kill_at_each(lambda point: start(files, tmp_path, "sliding", crash=point, cec_args=lagging), points)
+    run_here(spark, files, tmp_path, "sliding", cec_args=lagging)
     check(files, tmp_path, "sliding")
 
 
 @pytest.mark.parametrize(("policy", "shape", "point"), [("lazy", "session", "commit.after:4"), ("eager", "sliding", "state.written:5")])
-def test_checkpoint_policies_killed(files: Path, tmp_path: Path, policy: str, shape: str, point: str) -> None:
+def test_checkpoint_policies_killed(spark: SparkSession, files: Path, tmp_path: Path, policy: str, shape: str, point: str) -> None:
     assert finish(start(files, tmp_path, shape, policy, crash=point)) == -signal.SIGKILL
-    assert finish(start(files, tmp_path, shape, policy)) == 0
+    run_here(spark, files, tmp_path, shape, policy)
     check(files, tmp_path, shape)
 
 
-def test_cec_killed_at_random_moments(files: Path, tmp_path: Path) -> None:
+def test_cec_killed_at_random_moments(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     rng = random.Random(23)
     for _ in range(3):
         proc = start(files, tmp_path, "session")
@@ -126,18 +151,19 @@ def test_cec_killed_at_random_moments(files: Path, tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         finish(proc)
-    assert finish(start(files, tmp_path, "session")) == 0
+    run_here(spark, files, tmp_path, "session")
     check(files, tmp_path, "session")
 
 
-def test_a_restart_with_other_settings_is_refused(files: Path, tmp_path: Path) -> None:
+def test_a_restart_with_other_settings_is_refused(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     """State written under one policy or window cannot be read as another: a clear
-    error (exit 2), the storage untouched; the original settings then finish exactly."""
+    error (the example exits 2 with it), the storage untouched; the original settings
+    then finish exactly."""
     assert finish(start(files, tmp_path, "sliding", crash="commit.after:3")) == -signal.SIGKILL
-    for shape, policy, words in (("sliding", "lazy", "another policy"), ("tumbling", "cec", "other settings")):
-        proc = start(files, tmp_path, shape, policy)
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 2 and words in err.decode(), err.decode()[-2000:]
-    assert finish(start(files, tmp_path, "sliding")) == 0
+    proc = start(files, tmp_path, "sliding", "lazy")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 2 and "another policy" in err.decode(), err.decode()[-2000:]
+    with pytest.raises(FalkirkError, match="other settings"):
+        run_here(spark, files, tmp_path, "tumbling")
+    run_here(spark, files, tmp_path, "sliding")
     check(files, tmp_path, "sliding")
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.loops import Loop
-from falkirk.graph.pipeline import Input, Pipeline, Processor, Stream
+from falkirk.graph.pipeline import Input, Pipeline, Processor
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     AtBarriers,
@@ -23,6 +23,7 @@ from falkirk.graph.policies import (
     Stateless,
 )
 from falkirk.graph.sequences import Sequenced
+from falkirk.graph.stream import Stream
 from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape
 
 __all__ = [

@@ -29,7 +29,6 @@ import json
 import os
 import sqlite3
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +45,11 @@ from falkirk.storage.schema import (
     NO_ITERATION,
     SCHEMA_VERSION,
     column_tick,
+    row_crc,
     tick_columns,
+    with_crc,
 )
+from falkirk.storage.upgrade import has_column, upgrade
 from falkirk.time import Frontier, frontier_to_json
 from falkirk.time.ticks import Tick
 
@@ -158,7 +160,7 @@ class MetaStore:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
             self._check_version()
             self._check_structure()
-            self._legacy = not self._has_column("message_logs", "iteration")
+            self._legacy = not has_column(self._db, "message_logs", "iteration")
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists()
@@ -172,51 +174,11 @@ class MetaStore:
         self._check_version()
         self._check_structure()
         self._legacy = False
-        self._upgrade_ticks()
+        upgrade(self._db, lambda table, legacy: self._select(table, legacy=legacy))
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if fresh:
             LocalFileSystem().make_durable([str(self.path)])
-
-    def _has_column(self, table: str, column: str) -> bool:
-        rows = self._db.execute(f"PRAGMA table_info({table})").fetchall()  # constant names
-        return not rows or any(r[1] == column for r in rows)
-
-    def _allows_cec(self) -> bool:
-        row = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'state_files'").fetchone()
-        return row is None or "cec:" in row[0]
-
-    def _upgrade_ticks(self) -> None:
-        """Schemas 2 and 3 keyed logs and state files by epoch alone: rebuild those
-        two tables with the ``iteration`` column (every old record is an epoch
-        processor's); schema 4's state files allow no ``cec:T`` kind: rebuild that
-        table with the new check. Each row is checked against its old CRC and given a new one, in
-        one transaction."""
-        old = [t for t in ("message_logs", "state_files") if not self._has_column(t, "iteration")]
-        if "state_files" not in old and not self._allows_cec():
-            old.append("state_files")  # schema 4: no 'cec:T' kinds yet
-        if not old:
-            return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            for table in old:
-                self._legacy = not self._has_column(table, "iteration")
-                rows = self._select(table)
-                self._legacy = False
-                self._db.execute(f"DROP TABLE {table}")
-                ddl = _SCHEMA.split("CREATE TABLE IF NOT EXISTS ")
-                create = next(d for d in ddl if d.startswith(f"{table} ("))
-                self._db.execute("CREATE TABLE " + create.rstrip().rstrip(";"))
-                columns = _COLUMNS[table]
-                marks = ", ".join("?" * (len(columns) + 1))
-                self._db.executemany(
-                    f"INSERT INTO {table} VALUES ({marks})", [_row(*(r[c] for c in columns)) for r in rows]
-                )
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
 
     def _check_structure(self) -> None:
         verdict = self._db.execute("PRAGMA quick_check").fetchone()[0]
@@ -251,7 +213,7 @@ class MetaStore:
         Returns the files of the records ``batch.forget`` forgot (delete them now)."""
         now = time.time()
         rows_ckpt = [
-            _row(
+            with_crc(
                 meta.processor,
                 json.dumps(frontier_to_json(meta.frontier)),
                 json.dumps(checkpoint_to_json(meta)),
@@ -260,10 +222,10 @@ class MetaStore:
             )
             for meta, files in batch.checkpoints
         ]
-        rows_off = [_row(s, e, json.dumps(o)) for s, e, o in batch.offsets]
-        rows_sink = [_row(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
-        rows_logs = [_row(edge, *tick_columns(t), self._files_json(f)) for edge, t, f in batch.logs]
-        rows_state = [_row(p, *tick_columns(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
+        rows_off = [with_crc(s, e, json.dumps(o)) for s, e, o in batch.offsets]
+        rows_sink = [with_crc(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
+        rows_logs = [with_crc(edge, *tick_columns(t), self._files_json(f)) for edge, t, f in batch.logs]
+        rows_state = [with_crc(p, *tick_columns(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
         try:
             self._db.execute("BEGIN IMMEDIATE")
             forgotten = self._forget(batch.forget)
@@ -274,9 +236,9 @@ class MetaStore:
             self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
             self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
             if batch.epoch is not None:
-                self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", _row("committed_epoch", batch.epoch))
+                self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", with_crc("committed_epoch", batch.epoch))
             if batch.end_of_input is not None:
-                self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", _row("end_of_input", batch.end_of_input))
+                self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", with_crc("end_of_input", batch.end_of_input))
             self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
             self._db.execute("ROLLBACK")
@@ -298,7 +260,7 @@ class MetaStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             self._db.execute("DELETE FROM pipeline")
-            self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", _row(name, json.dumps(description, sort_keys=True)))
+            self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", with_crc(name, json.dumps(description, sort_keys=True)))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -363,11 +325,15 @@ class MetaStore:
 
     # -- reading ----------------------------------------------------------------------
 
-    def _select(self, table: str, where: str = "1", params: Sequence[Any] = (), order: str = "rowid") -> list[dict[str, Any]]:
+    def _select(
+        self, table: str, where: str = "1", params: Sequence[Any] = (), order: str = "rowid", *, legacy: bool | None = None
+    ) -> list[dict[str, Any]]:
         """The rows of ``table`` matching ``where``, each checked against its CRC
-        (:class:`CorruptStorageError` names the database and the row otherwise)."""
+        (:class:`CorruptStorageError` names the database and the row otherwise).
+        ``legacy``: the table has no ``iteration`` column (schemas 2-3, read before
+        or without the upgrade; by default, as the database was opened)."""
         columns = _COLUMNS[table]
-        legacy = self._legacy and "iteration" in columns  # schema 2-3, read before (or without) the upgrade
+        legacy = (self._legacy if legacy is None else legacy) and "iteration" in columns
         if legacy:
             columns = tuple(c for c in columns if c != "iteration")
             order = order.replace(", iteration", "")
@@ -378,7 +344,7 @@ class MetaStore:
         except sqlite3.DatabaseError as exc:
             raise CorruptStorageError(f"metadata {self.path} is damaged ({exc}); it is not used") from exc
         for *values, crc in rows:
-            if _crc(values) != crc:
+            if row_crc(values) != crc:
                 raise CorruptStorageError(
                     f"metadata {self.path} is damaged: a row of {table} ({values[0]!r}, {values[1]!r}) does "
                     "not match its checksum; it is not used. Restore the storage root from a backup, or "
@@ -488,11 +454,3 @@ def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
 
     return sorted(items, key=below)
 
-
-def _crc(values: Sequence[Any]) -> int:
-    return zlib.crc32(json.dumps(list(values)).encode())
-
-
-def _row(*values: Any) -> tuple[Any, ...]:
-    """``values`` and their CRC, as a table row."""
-    return (*values, _crc(values))

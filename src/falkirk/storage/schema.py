@@ -5,10 +5,16 @@ processor's records have iteration ``NO_ITERATION``, a loop processor's the iter
 of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schema 5 lets a state file's kind be
 ``cec:T`` (a continuous eventual checkpoint's log entry, needing the entries from T
 on). Schemas 2 to 4 are read as they are and upgraded by
-:class:`~falkirk.storage.metastore.MetaStore` when it writes.
+:mod:`falkirk.storage.upgrade` when a driver opens them. Every row carries a CRC-32 of
+its values (:func:`row_crc`).
 """
 
 from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from typing import Any
 
 from falkirk.time import INF
 from falkirk.time.ticks import Tick
@@ -101,3 +107,13 @@ def column_tick(epoch: int, iteration: int) -> Tick:
     if iteration == NO_ITERATION:
         return epoch
     return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
+
+
+def row_crc(values: Sequence[Any]) -> int:
+    """The CRC-32 every row carries: of its values, as JSON."""
+    return zlib.crc32(json.dumps(list(values)).encode())
+
+
+def with_crc(*values: Any) -> tuple[Any, ...]:
+    """``values`` and their CRC, as a table row."""
+    return (*values, row_crc(values))
