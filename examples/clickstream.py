@@ -9,7 +9,9 @@ per user per epoch in which the user's stats changed) and invalid rows with a
 it resumes and produces exactly the result of an uninterrupted run. Exits 0 once all
 input present at start is processed and committed. With ``--global-checkpoints K``
 the whole pipeline takes aligned barrier checkpoints every K epochs (Wallaroo)
-instead of its per-processor policies; the output is the same.
+instead of its per-processor policies; the output is the same. With
+``--replicated`` (on a cluster: ``FALKIRK_SPARK_MASTER=spark://...``) every block of
+state is kept on two executors, so the loss of one executor rolls nothing back.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--global-checkpoints", type=int, metavar="K", default=None,
         help="aligned barrier checkpoints of the whole pipeline every K epochs (Wallaroo) instead of per-processor policies",
     )
+    parser.add_argument("--replicated", action="store_true", help="keep two copies of the state on different executors (a cluster of 2+ executors)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         with Progress("clickstream", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui)
+            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1)
             engine.run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)

@@ -28,6 +28,7 @@ from the earliest frontier (:mod:`falkirk.runtime.rollback`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -56,8 +57,9 @@ from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.state import RunState
-from falkirk.spark.errors import as_storage_error
-from falkirk.spark.session import spark_session
+from falkirk.spark.errors import as_storage_error, is_executor_loss
+from falkirk.spark.session import is_local, spark_session
+from falkirk.spark.state import REPLICAS_CONF
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StorageError, StoredFile
 from falkirk.storage.filesystem import filesystem_for, is_uri, local_path
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
@@ -94,13 +96,27 @@ class Engine:
         max_in_flight: int = 2,
         lease_timeout: float = 10.0,
         ui: str | None = None,
+        replicas: int = 1,
     ) -> None:
         pipeline.check()
         if max_in_flight < 1:
             raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if replicas not in (1, 2):
+            raise GraphError(f"replicas must be 1 or 2, got {replicas}")
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
         self.spark = spark or spark_session()
+        #: Copies of every state and epoch block, on different executors: 2 keeps
+        #: the pipeline going through the loss of one executor with nothing rolled
+        #: back (Flux's partition pairs; needs a cluster of two executors or more).
+        self.replicas = replicas
+        if replicas > 1 and is_local(self.spark.sparkContext.master or "local"):
+            raise GraphError(
+                f"replicas={replicas} keeps copies on different executors, and master {self.spark.sparkContext.master!r} "
+                "has one: run on a cluster (FALKIRK_SPARK_MASTER=spark://...; python -m falkirk.spark.standalone "
+                "starts one on this machine), or use replicas=1"
+            )
+        self.spark.conf.set(REPLICAS_CONF, str(replicas))
         self.fs, self.root = filesystem_for(storage, self.spark)
         #: The pipeline's name and its storage root's: what names its external
         #: transactions (two pipelines of one name on different roots never share one).
@@ -329,9 +345,13 @@ class Engine:
                 future.result()
             except Exception as exc:  # a damaged file Spark found reading it: say which
                 damaged = as_storage_error(exc)
-                if damaged is None:
+                if damaged is not None:
+                    raise damaged from exc
+                if not is_executor_loss(exc):
                     raise
-                raise damaged from exc
+                self._recover_from_executor_loss(work, inflight, exc)
+                epoch = min(state.frontier.values()) + 1
+                continue
             self.report.in_flight = len(inflight) + 1
             self._commit(work)
             self._failed |= armed_failures(work.epoch)
@@ -345,6 +365,36 @@ class Engine:
                 self.observer.recovered(state, "rollback")
                 epoch = min(state.frontier.values()) + 1
                 self.barriers.rolled_back(epoch - 1)
+
+    def _recover_from_executor_loss(
+        self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], exc: BaseException
+    ) -> None:
+        """An executor died while ``work``'s epoch ran, taking blocks of keyed state
+        (and shuffle output) with it: a partial failure, recovered in this driver.
+        The epochs in flight are discarded (none committed); every keyed processor
+        - whose state may have lost blocks, or moved past the last commit - rolls
+        back as the solver chooses, the others stay at ⊤; then the epochs run again.
+        With ``replicas=2`` a lost executor loses no block and this is not reached."""
+        state = self.state
+        for _, later in inflight:  # they fail too, or finish work that is discarded
+            with contextlib.suppress(Exception):  # discarded with the epoch
+                later.result()
+        for discarded in [work, *(w for w, _ in inflight)]:
+            for df in discarded.cached:
+                df.unpersist()
+        inflight.clear()
+        last = work.epoch - 1  # epochs commit in order: every earlier one has
+        failed = frozenset(p.name for p in state.keyed)
+        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), str(exc).splitlines()[0][:200])
+        garbage.sweep(self.fs, self.root, state.store)  # what the discarded epochs wrote
+        for p in self.pipeline.processors.values():
+            if p.spec.sink:
+                state.operators[p.name].abort_output(last)
+        rollback.recover_partial(state, failed, last)
+        self.report.executor_losses.append(work.epoch)
+        self.observer.failed(failed, last)
+        self.observer.recovered(state, "rollback")
+        self.barriers.rolled_back(min(state.frontier.values()))
 
     # -- global checkpoints ----------------------------------------------------------------
 

@@ -35,6 +35,8 @@ class RunReport:
     in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+    #: Epochs during which an executor was lost (each recovered in the same driver).
+    executor_losses: list[int] = field(default_factory=list)
     #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a
     #: restart's first, then one per in-process rollback.
     recovery_seconds: list[float] = field(default_factory=list)

@@ -87,3 +87,26 @@ def as_task_error(exc: BaseException, processor: str, epoch: int) -> TaskError |
     else:
         return None
     return TaskError(f"processor {processor!r} failed in a Spark task on epoch {epoch}: {raised[:1500]}")
+
+
+#: Phrases of Spark's errors that mean an executor (and the blocks and shuffle
+#: output it held) was lost while an epoch ran: the epoch can be re-run once the
+#: state that lived there is restored.
+_EXECUTOR_LOSS = (
+    "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",
+    "Checkpoint block rdd_",
+    "ExecutorLostFailure",
+    "FetchFailedException",
+    "worker lost",
+)
+
+
+def is_executor_loss(exc: BaseException) -> bool:
+    """``exc`` (or an exception it was raised from) says an executor was lost with
+    blocks or shuffle output an epoch needed."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if any(phrase in str(seen) for phrase in _EXECUTOR_LOSS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

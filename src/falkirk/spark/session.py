@@ -1,8 +1,19 @@
 """The SparkSession Falkirk runs on.
 
-Python workers must run the driver's interpreter (the project's virtualenv), or
-pandas UDFs fail with ``No module named 'pyarrow'``: ``PYSPARK_PYTHON`` is set to
-``sys.executable`` before the JVM starts.
+The master is ``$FALKIRK_SPARK_MASTER``, or the embedded ``local[2]``: for example
+``spark://127.0.0.1:7077`` for a standalone cluster
+(:mod:`falkirk.spark.standalone` starts one on this machine). Settings that only
+make sense when the driver is the only JVM (:data:`LOCAL_ONLY`: binding the driver
+to 127.0.0.1, the driver's large heap that holds the state in local mode) are left
+out on a cluster.
+
+Python workers must run an interpreter with Falkirk, pyarrow and pandas, or pandas
+UDFs fail with ``No module named 'pyarrow'``. By default they run the driver's
+(``sys.executable``): right for local mode, and for a cluster whose machines have the
+same environment at the same path (an install step on each). Otherwise set
+``$FALKIRK_PYTHON_ARCHIVE`` to a packed environment (``venv-pack -o env.tar.gz``
+in a virtualenv with Falkirk installed, not editable): Spark ships it to every
+executor (``spark.archives``) and runs its interpreter there.
 """
 
 from __future__ import annotations
@@ -48,6 +59,9 @@ DEFAULTS: dict[str, str] = {
     # as they must anyway for stateful steps.
     "spark.python.daemon.module": "falkirk.spark.daemon",
     "spark.ui.showConsoleProgress": "false",
+    # With replicated state (Engine(replicas=2)) a block copy lost with its executor
+    # is re-created on a surviving executor in the background (Flux's catch-up).
+    "spark.storage.replication.proactive": "true",
     # PySpark 4 records the Python call site of every Column operation for error
     # messages, at several JVM round trips each: most of the driver's Python time
     # when an epoch builds its plans. Falkirk's own errors name the processor.
@@ -69,6 +83,18 @@ DEFAULTS: dict[str, str] = {
 }
 
 
+#: Left out when the master is not local (see the module docstring).
+LOCAL_ONLY = ("spark.driver.host", "spark.driver.memory")
+#: Where a packed Python environment (``$FALKIRK_PYTHON_ARCHIVE``) is unpacked in
+#: each executor's working directory.
+ARCHIVE_DIR = "falkirk_env"
+
+
+def is_local(master: str) -> bool:
+    """The master runs everything in the driver's JVM (``local``, ``local[N]``, ...)."""
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
 def spark_session(
     master: str | None = None,
     *,
@@ -76,12 +102,17 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Get or create the session: ``master`` defaults to ``$FALKIRK_SPARK_MASTER`` or
-    ``local[2]``; ``conf`` overrides :data:`DEFAULTS`."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    ``local[2]``; ``conf`` overrides :data:`DEFAULTS` (see the module docstring)."""
+    master = master or os.environ.get("FALKIRK_SPARK_MASTER") or "local[2]"
+    archive = os.environ.get("FALKIRK_PYTHON_ARCHIVE")
+    executor_python = f"./{ARCHIVE_DIR}/bin/python" if archive else sys.executable
+    os.environ["PYSPARK_PYTHON"] = executor_python
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master or os.environ.get("FALKIRK_SPARK_MASTER", "local[2]"))
-    builder = builder.appName(app).config("spark.pyspark.python", sys.executable)
-    defaults = dict(DEFAULTS)
+    builder = SparkSession.builder.master(master).appName(app)
+    builder = builder.config("spark.pyspark.python", executor_python).config("spark.pyspark.driver.python", sys.executable)
+    if archive:
+        builder = builder.config("spark.archives", f"{archive}#{ARCHIVE_DIR}")
+    defaults = {k: v for k, v in DEFAULTS.items() if is_local(master) or k not in LOCAL_ONLY}
     defaults["spark.driver.extraJavaOptions"] = f"{DEFAULTS['spark.driver.extraJavaOptions']} {cds.java_options()}".strip()
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)

@@ -54,6 +54,14 @@ COMPACT_EVERY = 8
 #: the garbage collector would otherwise trace at every full collection (and which
 #: take twice the memory): it matters from millions of keys of state.
 STORAGE = StorageLevel(useDisk=True, useMemory=True, useOffHeap=False, deserialized=False)
+#: The session setting that makes every materialised block two copies (or more) on
+#: different executors (``Engine(replicas=2)``: Flux's partition pairs).
+REPLICAS_CONF = "spark.falkirk.replicas"
+
+
+def storage_level(replicas: int) -> StorageLevel:
+    """:data:`STORAGE` with ``replicas`` copies of each block, on different executors."""
+    return StorageLevel(STORAGE.useDisk, STORAGE.useMemory, STORAGE.useOffHeap, STORAGE.deserialized, replicas)
 
 
 def materialise(df: DataFrame) -> DataFrame:
@@ -67,8 +75,15 @@ def materialise(df: DataFrame) -> DataFrame:
     a join's estimated size is the product of its inputs' sizes, and each epoch's
     delta was computed by joining the previous runs, so the estimate of the n-th run
     had about 2^n digits and planning an epoch took twice as long as the one before:
-    minutes per epoch after ~25 epochs.)"""
-    return forget_statistics(df.localCheckpoint(eager=True, storageLevel=STORAGE))
+    minutes per epoch after ~25 epochs.)
+
+    With the session's :data:`REPLICAS_CONF` at 2 every block is kept on two
+    executors: losing one executor loses no block (Spark reads the other copy, and
+    re-creates the lost copies on the surviving executors in the background:
+    ``spark.storage.replication.proactive``)."""
+    replicas = int(df.sparkSession.conf.get(REPLICAS_CONF, "1") or "1")
+    level = STORAGE if replicas == 1 else storage_level(replicas)
+    return forget_statistics(df.localCheckpoint(eager=True, storageLevel=level))
 
 
 def forget_statistics(df: DataFrame) -> DataFrame:

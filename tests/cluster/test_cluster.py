@@ -1,0 +1,125 @@
+"""The clickstream example on a real Spark standalone cluster on this machine (a
+master and three workers of one core and 1 GB each, from the pip pyspark:
+:mod:`falkirk.spark.standalone`), checked as on ``local[2]``: the whole output and
+dead-letter table equal one plain Spark batch job over the same input.
+
+* the driver SIGKILLed at crash points and restarted;
+* a worker and its executor SIGKILLed mid-run (a machine lost): with
+  ``--replicated`` every block of state has a copy on another executor, so the run
+  goes on with nothing rolled back; without it the lost state is rolled back and
+  recomputed in the same driver. Either way one process, exit 0, the exact output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
+from falkirk.demo.verify import differences
+from falkirk.graph import GraphError
+from falkirk.runtime import Engine
+from falkirk.spark import standalone
+from tests.engine.examples import finish, kill_at_each
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream.py"
+LOST = "an executor was lost"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[standalone.Cluster]:
+    """Three workers (1 core, 1 GB each) on a free port: each test its own, since
+    some kill a worker."""
+    running = standalone.start(3, cores=1, memory="1g", port=standalone._free_port(), directory=tmp_path / "cluster")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def clicks(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    directory = tmp_path_factory.mktemp("cluster-clicks")
+    write_input(directory, files=8, sessions_per_file=50, users=16, seed=17, bad_fraction=0.05)
+    return directory, batch_output(spark, str(directory)), batch_rejected(spark, str(directory))
+
+
+def start(clicks: Path, work: Path, cluster: standalone.Cluster, crash: str | None = None, replicated: bool = False) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    env["FALKIRK_SPARK_MASTER"] = cluster.url
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    args = ["--input", str(clicks), "--output", str(work / "out"), "--storage", str(work / "state"), "--rejected", str(work / "rej")]
+    args += ["--replicated"] if replicated else []
+    return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def check(work: Path, want: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
+    out = pd.read_parquet(work / "out")
+    assert not out.duplicated(["user_id", "epoch"]).any(), "a (user_id, epoch) appears twice"
+    assert differences(out, want[1], name="output") == []
+    assert differences(pd.read_parquet(work / "rej"), want[2], name="rejected") == []
+
+
+def test_the_driver_killed_at_crash_points_on_a_cluster(cluster: standalone.Cluster, clicks, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    kill_at_each(lambda point: start(clicks[0], tmp_path, cluster, crash=point), ["commit.after:3", "sink.written:2"])
+    assert finish(start(clicks[0], tmp_path, cluster)) == 0
+    check(tmp_path, clicks)
+
+
+@pytest.mark.parametrize("replicated", [True, False], ids=["replicated", "rollback"])
+def test_a_worker_killed_mid_run(cluster: standalone.Cluster, clicks, tmp_path: Path, replicated: bool) -> None:  # type: ignore[no-untyped-def]
+    """Once two epochs are out, worker 1 and its executor are SIGKILLed; the driver
+    goes on to the end of the input (one process) with the exact result. Replicated,
+    no state is lost (nothing rolls back); otherwise the loss is rolled back in
+    place."""
+    proc = start(clicks[0], tmp_path, cluster, replicated=replicated)
+    deadline = time.monotonic() + 300
+    while len(list((tmp_path / "out").glob("epoch-*.parquet"))) < 2:
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+        assert time.monotonic() < deadline, "no progress on the cluster"
+        time.sleep(0.1)
+    assert cluster.kill_worker(1)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert cluster.alive_workers() == 2
+    check(tmp_path, clicks)
+    # an epoch ran into the loss (the run had 6 epochs to go), and only without
+    # copies did it roll anything back
+    assert (LOST in err.decode()) is not replicated, err.decode()[-3000:]
+
+
+def test_replicas_need_a_cluster(spark: SparkSession, tmp_path: Path) -> None:
+    pipeline = build_pipeline(str(tmp_path), str(tmp_path / "o"), str(tmp_path / "r"))
+    with pytest.raises(GraphError, match="keeps copies on different executors"):
+        Engine(pipeline, tmp_path / "state", spark=spark, replicas=2)
+    with pytest.raises(GraphError, match="replicas must be 1 or 2"):
+        Engine(pipeline, tmp_path / "state", spark=spark, replicas=3)
+
+
+def test_the_cluster_script_starts_and_stops_every_process(tmp_path: Path) -> None:
+    port = standalone._free_port()
+    where = tmp_path / "c"
+    run = [sys.executable, "-m", "falkirk.spark.standalone"]
+    started = subprocess.run([*run, "start", "--workers", "2", "--port", str(port), "--dir", str(where)], capture_output=True, timeout=300, check=False)
+    assert started.returncode == 0, started.stderr.decode()[-2000:]
+    assert started.stdout.decode().strip() == f"spark://127.0.0.1:{port}"
+    cluster = standalone.Cluster.load(where)
+    assert cluster.alive_workers() == 2
+    again = subprocess.run([*run, "start", "--port", str(port), "--dir", str(where)], capture_output=True, timeout=60, check=False)
+    assert again.returncode == 2 and b"in use" in again.stderr
+    pids = [cluster.master_pid, *cluster.worker_pids]
+    stopped = subprocess.run([*run, "stop", "--port", str(port), "--dir", str(where)], capture_output=True, timeout=60, check=False)
+    assert stopped.returncode == 0, stopped.stderr.decode()
+    assert not any(standalone._alive(p) for p in pids)
+    with pytest.raises(standalone.ClusterError, match="no cluster was started"):
+        standalone.Cluster.load(where)
