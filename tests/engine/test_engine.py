@@ -184,6 +184,27 @@ def test_partial_failure_rolls_back_only_what_it_must(spark, clicks: Path, tmp_p
     assert_whole_output(spark, tmp_path, clicks)
 
 
+def test_a_second_failure_leaves_survivors_that_are_ahead_where_they_stand(spark, clicks: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Adversarial review: user_stats (lazy, checkpoint at 3) fails after epoch 5 and
+    re-runs 4 and 5 while sessions, which kept ⊤, stands at 5 and skips them. A second
+    failure after the re-run of epoch 4 rolled every survivor back to 4, so sessions
+    ran epoch 5 again and wrote its committed log a second time. Survivors now offer
+    their live state as of their own frontier."""
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=3)), tmp_path / "state", spark=spark, max_in_flight=1)
+
+    def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
+        if (epoch, len(report.partial)) in ((5, 0), (4, 1)):
+            engine.fail("user_stats")
+
+    engine.on_epoch = on_epoch
+    report = engine.run()
+    assert [(set(f), at) for f, at, _ in report.partial] == [({"user_stats"}, 5), ({"user_stats"}, 4)]
+    assert report.partial[1][2]["sessions"] is None  # ⊤: it keeps epoch 5
+    assert report.partial[1][2]["user_stats"] == 3
+    assert report.epochs == [1, 2, 3, 4, 5, 4, 4, 5]
+    assert_whole_output(spark, tmp_path, clicks)
+
+
 def test_parquet_file_source(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "in").mkdir()
     pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]}).to_parquet(tmp_path / "in" / "p1.parquet")

@@ -67,6 +67,9 @@ from falkirk.storage.schema import DB_NAME
 from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
+#: Executor losses recovered in a row with no commit between them before the
+#: engine gives up (the error is then not a lost executor, or recurs every time).
+MAX_LOSSES = 3
 
 
 class Engine:
@@ -141,6 +144,7 @@ class Engine:
         self.description = describe(pipeline, self.identity, self.topology)
         self.report = RunReport()
         self._failed: set[str] = set()
+        self._losses = 0  # executor losses recovered since the last commit
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._finish = False  # run(finish=...)
@@ -349,9 +353,10 @@ class Engine:
                     raise damaged from exc
                 if not is_executor_loss(exc):
                     raise
-                self._recover_from_executor_loss(work, inflight, exc)
+                planned -= self._recover_from_executor_loss(work, inflight, exc)
                 epoch = min(state.frontier.values()) + 1
                 continue
+            self._losses = 0
             self.report.in_flight = len(inflight) + 1
             self._commit(work)
             self._failed |= armed_failures(work.epoch)
@@ -360,38 +365,61 @@ class Engine:
                     self._failed = set(self.pipeline.processors)
                 failed = frozenset(self._failed)
                 self._failed = set()
-                rollback.recover_partial(state, failed, work.epoch)
-                self.observer.failed(failed, work.epoch)
-                self.observer.recovered(state, "rollback")
+                self._roll_back(failed, work.epoch)
                 epoch = min(state.frontier.values()) + 1
-                self.barriers.rolled_back(epoch - 1)
 
     def _recover_from_executor_loss(
         self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], exc: BaseException
-    ) -> None:
+    ) -> int:
         """An executor died while ``work``'s epoch ran, taking blocks of keyed state
         (and shuffle output) with it: a partial failure, recovered in this driver.
-        The epochs in flight are discarded (none committed); every keyed processor
-        - whose state may have lost blocks, or moved past the last commit - rolls
-        back as the solver chooses, the others stay at ⊤; then the epochs run again.
+        The epochs in flight are discarded (none committed; their background writes
+        are awaited, then swept); every keyed processor - whose state may have lost
+        blocks, or moved past the last commit - rolls back as the solver chooses, the
+        others stay at ⊤; then the epochs run again. Returns how many epochs were
+        discarded. After :data:`MAX_LOSSES` such recoveries with no commit between
+        them the error is raised: something other than a lost executor is failing.
         With ``replicas=2`` a lost executor loses no block and this is not reached."""
         state = self.state
+        self._losses += 1
+        if self._losses > MAX_LOSSES:
+            raise GraphError(
+                f"epoch {work.epoch} failed {self._losses} times in a row with errors that look like lost executors "
+                "and no epoch committed in between; giving up (the last error is chained below)"
+            ) from exc
         for _, later in inflight:  # they fail too, or finish work that is discarded
-            with contextlib.suppress(Exception):  # discarded with the epoch
+            with contextlib.suppress(Exception):
                 later.result()
-        for discarded in [work, *(w for w, _ in inflight)]:
-            for df in discarded.cached:
+        discarded = [work, *(w for w, _ in inflight)]
+        for lost in discarded:
+            for write in lost.writes:  # finished before the sweep, not after it
+                with contextlib.suppress(Exception):
+                    write.result()
+            for df in lost.cached:
                 df.unpersist()
         inflight.clear()
         last = work.epoch - 1  # epochs commit in order: every earlier one has
-        failed = frozenset(p.name for p in state.keyed)
-        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), str(exc).splitlines()[0][:200])
+        failed = {p.name for p in state.keyed} | self._failed
+        if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
+            failed = set(self.pipeline.processors)
+        self._failed = set()
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line)
         garbage.sweep(self.fs, self.root, state.store)  # what the discarded epochs wrote
         for p in self.pipeline.processors.values():
             if p.spec.sink:
                 state.operators[p.name].abort_output(last)
-        rollback.recover_partial(state, failed, last)
+        self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
+        return len(discarded)
+
+    def _roll_back(self, failed: frozenset[str], last: int) -> None:
+        """Roll back after in-process failures of ``failed`` after epoch ``last``
+        (nothing in flight), and count each processor's checkpoints again from what
+        stays committed (a base must follow a rollback past every base)."""
+        state = self.state
+        rollback.recover_partial(state, failed, last)
+        self.runner.checkpoints = {p.name: len(state.store.state_files(p.name)) for p in state.keyed}
         self.observer.failed(failed, last)
         self.observer.recovered(state, "rollback")
         self.barriers.rolled_back(min(state.frontier.values()))

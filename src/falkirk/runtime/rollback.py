@@ -66,13 +66,17 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
     offer ⊤ (their live state), so only what the constraints require goes back.
     Its time goes to the report's ``recovery_seconds``."""
     started = time.perf_counter()
-    current = {q.name: state.ledger.live(q, epoch) for q in state.order if q.name not in failed}
+    # A survivor may stand past ``epoch``: it held the epochs an earlier rollback
+    # re-ran and skipped them. Its live state is as of its own frontier; pulling it
+    # back to ``epoch`` would re-run (and re-emit) epochs it committed.
+    own = {q.name: max(epoch, state.frontier[q.name]) for q in state.order}
+    current = {q.name: state.ledger.live(q, own[q.name]) for q in state.order if q.name not in failed}
     plan = state.ledger.monitor.recover(failed, current)
     chosen: dict[str, int | None] = {}
     undone = Forget()
     for p in state.order:
         f = plan.frontiers[p.name]
-        now = whole(epoch, state.topology.domains[p.name])
+        now = whole(own[p.name], state.topology.domains[p.name])
         at = now if f.is_top else tick(f)
         chosen[p.name] = None if f.is_top else epochs_done(at)
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
