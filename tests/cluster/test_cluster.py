@@ -12,9 +12,11 @@ dead-letter table equal one plain Spark batch job over the same input.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,12 +40,15 @@ LOST = "an executor was lost"
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[standalone.Cluster]:
     """Three workers (1 core, 1 GB each) on a free port: each test its own, since
-    some kill a worker."""
-    running = standalone.start(3, cores=1, memory="1g", port=standalone._free_port(), directory=tmp_path / "cluster")
-    try:
-        yield running
-    finally:
-        running.stop()
+    some kill a worker. One cluster at a time on this machine (the xdist workers
+    take turns): two would not fit a 2-core CI machine's memory and cores."""
+    with open(Path(tempfile.gettempdir()) / "falkirk-test-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running = standalone.start(3, cores=1, memory="1g", port=standalone._free_port(), directory=tmp_path / "cluster")
+        try:
+            yield running
+        finally:
+            running.stop()
 
 
 @pytest.fixture(scope="module")
