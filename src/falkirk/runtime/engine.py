@@ -28,7 +28,6 @@ from the earliest frontier (:mod:`falkirk.runtime.rollback`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import time
@@ -41,8 +40,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Pipeline
-from falkirk.operators import Operator, operator_for
-from falkirk.operators.loop import FeedbackOperator
+from falkirk.operators import Operator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.dashboard import Dashboard, parse_address
@@ -53,23 +51,22 @@ from falkirk.runtime.epochs import topology
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
+from falkirk.runtime.losses import discard, first_line, give_up_after
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
+from falkirk.runtime.setup import check_spelling, local_root, set_up_operators
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.session import is_local, spark_session
 from falkirk.spark.state import REPLICAS_CONF
-from falkirk.storage import CommitBatch, MetaStore, RootLock, StorageError, StoredFile
-from falkirk.storage.filesystem import filesystem_for, is_uri, local_path
+from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
 from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
-#: Executor losses recovered in a row with no commit between them before the
-#: engine gives up (the error is then not a lost executor, or recurs every time).
-MAX_LOSSES = 3
 
 
 class Engine:
@@ -218,7 +215,7 @@ class Engine:
     def _run_locked(self, max_epochs: int | None, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         # The metadata directory's lock, and for a file: URI root the lock of the
         # directory it names too: the same root spelled as a path is held by it.
-        locks = [RootLock(d) for d in dict.fromkeys([self.meta_dir, *self._local_root()])]
+        locks = [RootLock(d) for d in dict.fromkeys([self.meta_dir, *filter(None, [local_root(self.root)])])]
         if standby:
             self._set_up()
             if on_standby is not None:
@@ -241,24 +238,7 @@ class Engine:
         return self.report
 
     def _check_spelling(self) -> None:
-        """Refuse a root used before under the other spelling (a local path vs a
-        ``file:`` URI): each keeps its metadata in its own way, and neither sees the
-        other's."""
-        local = [*self._local_root()] or ([Path(self.root)] if not is_uri(self.root) else [])
-        if not local:
-            return
-        as_path = (local[0] / DB_NAME).exists()
-        as_uri = any(local[0].glob("_meta/meta-*.sqlite"))
-        if (self.published is not None and as_path) or (self.published is None and as_uri):
-            used, now = ("a local path", "a file: URI") if as_path else ("a file: URI", "a local path")
-            raise StorageError(
-                f"storage root {local[0]} was used as {used} and is now given as {now}; give it as "
-                f"{used} again (each spelling keeps its metadata its own way)"
-            )
-
-    def _local_root(self) -> list[Path]:
-        local = local_path(self.root) if is_uri(self.root) else None
-        return [Path(local)] if local is not None else []
+        check_spelling(self.root, uri_root=self.published is not None)
 
     @property
     def ledger(self) -> Ledger:
@@ -382,36 +362,21 @@ class Engine:
         With ``replicas=2`` a lost executor loses no block and this is not reached."""
         state = self.state
         self._losses += 1
-        if self._losses > MAX_LOSSES:
-            raise GraphError(
-                f"epoch {work.epoch} failed {self._losses} times in a row with errors that look like lost executors "
-                "and no epoch committed in between; giving up (the last error is chained below)"
-            ) from exc
-        for _, later in inflight:  # they fail too, or finish work that is discarded
-            with contextlib.suppress(Exception):
-                later.result()
-        discarded = [work, *(w for w, _ in inflight)]
-        for lost in discarded:
-            for write in lost.writes:  # finished before the sweep, not after it
-                with contextlib.suppress(Exception):
-                    write.result()
-            for df in lost.cached:
-                df.unpersist()
-        inflight.clear()
+        give_up_after(self._losses, work.epoch, exc)
+        discarded = discard(work, inflight)
         last = work.epoch - 1  # epochs commit in order: every earlier one has
         failed = {p.name for p in state.keyed} | self._failed
         if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
             failed = set(self.pipeline.processors)
         self._failed = set()
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line)
+        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line(exc))
         garbage.sweep(self.fs, self.root, state.store)  # what the discarded epochs wrote
         for p in self.pipeline.processors.values():
             if p.spec.sink:
                 state.operators[p.name].abort_output(last)
         self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
-        return len(discarded)
+        return discarded
 
     def _roll_back(self, failed: frozenset[str], last: int) -> None:
         """Roll back after in-process failures of ``failed`` after epoch ``last``
@@ -442,34 +407,10 @@ class Engine:
     # -- start and recovery -------------------------------------------------------------
 
     def _set_up(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
-        """What needs no storage: every processor's operator, output schemas and
-        (empty) state, found by applying each step to empty DataFrames - so the whole
-        pipeline is checked before anything runs. Done once per run (a standby does
-        it before taking the lock)."""
-        if self._operators is not None:
-            return self._operators
-        operators: dict[str, Operator] = {}
-        schemas: dict[tuple[str, str], StructType] = {}
-        for p in self.pipeline.processors.values():
-            operator = operator_for(p, self.spark, self.identity)
-            try:  # a loop's feedback comes before its input: it declares its schema
-                outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs if (i.src, i.port) in schemas])
-            except GraphError as exc:
-                raise GraphError(f"processor {p.name!r}: {exc}") from exc
-            except Exception as exc:  # pyspark analysis errors: name the processor
-                raise GraphError(f"processor {p.name!r} ({p.kind}) cannot run on its input: {exc}") from exc
-            missing = set(p.ports) - set(outputs)
-            if missing:
-                raise GraphError(f"internal: operator {p.kind!r} gave no schema for ports {sorted(missing)}")
-            schemas.update({(p.name, port): schema for port, schema in outputs.items()})
-            operators[p.name] = operator
-        for p in self.pipeline.processors.values():
-            if isinstance(operators[p.name], FeedbackOperator):
-                try:
-                    operators[p.name].check_input(schemas[(p.inputs[0].src, p.inputs[0].port)])  # type: ignore[attr-defined]
-                except GraphError as exc:
-                    raise GraphError(f"feedback {p.name!r}: {exc}") from exc
-        self._operators = (operators, schemas)
+        """Every processor's operator and output schemas (:func:`set_up_operators`),
+        once per run (a standby does it before taking the lock)."""
+        if self._operators is None:
+            self._operators = set_up_operators(self.pipeline, self.spark, self.identity)
         return self._operators
 
     def _start(self) -> None:

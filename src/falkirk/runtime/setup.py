@@ -1,0 +1,69 @@
+"""Before a run touches its storage: the operators set up and checked, and the
+storage root's spelling checked against how it was used before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+from falkirk.graph import GraphError, Pipeline
+from falkirk.operators import Operator, operator_for
+from falkirk.operators.loop import FeedbackOperator
+from falkirk.storage import StorageError
+from falkirk.storage.filesystem import is_uri, local_path
+from falkirk.storage.schema import DB_NAME
+
+
+def set_up_operators(
+pipeline: Pipeline, spark: SparkSession, identity: str
+) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
+    """What needs no storage: every processor's operator, output schemas and (empty)
+    state, found by applying each step to empty DataFrames - so the whole pipeline is
+    checked before anything runs."""
+    operators: dict[str, Operator] = {}
+    schemas: dict[tuple[str, str], StructType] = {}
+    for p in pipeline.processors.values():
+        operator = operator_for(p, spark, identity)
+        try:  # a loop's feedback comes before its input: it declares its schema
+            outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs if (i.src, i.port) in schemas])
+        except GraphError as exc:
+            raise GraphError(f"processor {p.name!r}: {exc}") from exc
+        except Exception as exc:  # pyspark analysis errors: name the processor
+            raise GraphError(f"processor {p.name!r} ({p.kind}) cannot run on its input: {exc}") from exc
+        missing = set(p.ports) - set(outputs)
+        if missing:
+            raise GraphError(f"internal: operator {p.kind!r} gave no schema for ports {sorted(missing)}")
+        schemas.update({(p.name, port): schema for port, schema in outputs.items()})
+        operators[p.name] = operator
+    for p in pipeline.processors.values():
+        if isinstance(operators[p.name], FeedbackOperator):
+            try:
+                operators[p.name].check_input(schemas[(p.inputs[0].src, p.inputs[0].port)])  # type: ignore[attr-defined]
+            except GraphError as exc:
+                raise GraphError(f"feedback {p.name!r}: {exc}") from exc
+    return operators, schemas
+
+
+def local_root(root: str) -> Path | None:
+    """The local directory a ``file:`` URI root names (None for a path or a remote URI)."""
+    local = local_path(root) if is_uri(root) else None
+    return Path(local) if local is not None else None
+
+
+def check_spelling(root: str, *, uri_root: bool) -> None:
+    """Refuse a root used before under the other spelling (a local path vs a
+    ``file:`` URI; ``uri_root``: given as a URI now): each keeps its metadata in its
+    own way, and neither sees the other's."""
+    where = local_root(root) or (Path(root) if not is_uri(root) else None)
+    if where is None:
+        return
+    as_path = (where / DB_NAME).exists()
+    as_uri = any(where.glob("_meta/meta-*.sqlite"))
+    if (uri_root and as_path) or (not uri_root and as_uri):
+        used, now = ("a local path", "a file: URI") if as_path else ("a file: URI", "a local path")
+        raise StorageError(
+            f"storage root {where} was used as {used} and is now given as {now}; give it as "
+            f"{used} again (each spelling keeps its metadata its own way)"
+        )
