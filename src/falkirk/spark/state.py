@@ -82,8 +82,7 @@ def materialise(df: DataFrame) -> DataFrame:
     re-creates the lost copies on the surviving executors in the background:
     ``spark.storage.replication.proactive``)."""
     replicas = int(df.sparkSession.conf.get(REPLICAS_CONF, "1") or "1")
-    level = STORAGE if replicas == 1 else storage_level(replicas)
-    return forget_statistics(df.localCheckpoint(eager=True, storageLevel=level))
+    return forget_statistics(df.localCheckpoint(eager=True, storageLevel=storage_level(replicas)))
 
 
 def forget_statistics(df: DataFrame) -> DataFrame:
