@@ -176,3 +176,65 @@ def test_consumed_input_a_recovery_does_not_reread_may_be_deleted(spark: SparkSe
         [("x", n, n) for n in range(1, 6)] + [(f"y{i}", 1, i) for i in range(1, 6)], columns=["name", "n", "epoch"]
     )
     assert differences(pd.read_parquet(tmp_path / "out"), want) == []
+
+
+# -- Hadoop URIs: the same contract through Hadoop's FileSystem API ------------------
+
+
+def test_a_hadoop_uri_is_planned_checked_and_reported_like_a_local_path(spark: SparkSession, tmp_path: Path) -> None:
+    # file: URIs go through Hadoop's listing and FileStatus (as hdfs: or s3a: would).
+    for name in ("b.json", "a.json", "_staging.json"):
+        write(tmp_path, name, name)
+    source = FileSource(f"file://{tmp_path}/", "json", "name string")
+    assert source.path == f"file://{tmp_path}"
+    first = source.next_offsets(None)
+    assert first is not None and [f[0] for f in first["files"]] == ["a.json"]
+    assert first["files"][0][1:] == [(tmp_path / "a.json").stat().st_size, (tmp_path / "a.json").stat().st_mtime_ns // 10**6 * 10**6]
+    source.check(first)
+    second = source.next_offsets(first)
+    assert second is not None and [f[0] for f in second["files"]] == ["b.json"]
+    write(tmp_path, "a2.json", "late")
+    with pytest.raises(LateInputError, match=r"'a2.json'.*arrived after 'b.json'"):
+        source.next_offsets(second)
+    (tmp_path / "a2.json").unlink()
+    write(tmp_path, "b.json", "b rewritten")
+    with pytest.raises(InputChangedError, match=r"file:.*b\.json' changed after"):
+        source.check(second)
+    (tmp_path / "b.json").unlink()
+    with pytest.raises(InputChangedError, match=r"b\.json' was deleted"):
+        source.check(second)
+    with pytest.raises(Exception, match="does not exist"):
+        FileSource(f"file://{tmp_path}/nowhere", "json", "name string").next_offsets(None)
+
+
+def test_a_pipeline_on_hadoop_uris_restarts_exactly_and_archives_its_input(spark: SparkSession, tmp_path: Path) -> None:
+    for i in range(1, 6):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+    write(tmp_path / "in", "colon:1.json", "z")  # a name Hadoop parses as URI syntax
+    uri = f"file://{tmp_path}"
+
+    def build() -> Pipeline:
+        p = Pipeline("uris")
+        source = FileSource(f"{uri}/in", "json", "name string", acknowledged="move", archive=f"{uri}/in/_done")
+        src = p.source("src", source)
+        src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(f"{uri}/out"))
+        return p
+
+    Engine(build(), f"{uri}/state", spark=spark).run(max_epochs=3)
+    report = Engine(build(), f"{uri}/state", spark=spark).run()
+    assert report.recovered is not None and report.recovered["agg"] == 2  # epoch 3 replayed from its file
+    names = sorted(["colon:1.json"] + [f"e{i}.json" for i in range(1, 6)])
+    firsts = {"colon:1.json": "z", **{f"e{i}.json": f"y{i}" for i in range(1, 6)}}
+    rows = []
+    for epoch, name in enumerate(names, start=1):
+        rows += [(firsts[name], 1, epoch)] + ([("x", sum(n.startswith("e") for n in names[:epoch]), epoch)] if name.startswith("e") else [])
+    want = pd.DataFrame(rows, columns=["name", "n", "epoch"])
+    assert differences(pd.read_parquet(tmp_path / "out"), want) == []
+    # Acknowledged files moved into the archive; none is left to read, none was lost.
+    assert sorted(p.name for p in (tmp_path / "in").iterdir() if p.is_file()) == []
+    assert sorted(p.name for p in (tmp_path / "in" / "_done").iterdir() if not p.name.startswith(".")) == names
+
+
+def test_an_archive_on_another_filesystem_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="must be on the input's filesystem"):
+        FileSource(f"file://{tmp_path}/in", "json", "name string", acknowledged="move", archive=str(tmp_path / "done"))

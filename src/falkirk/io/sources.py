@@ -20,18 +20,18 @@ before one already consumed cannot be read in order any more and is reported
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.io.directories import InputDirectory, input_directory, normalise
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
+from falkirk.storage.filesystem import is_uri
 
 FORMATS = ("csv", "json", "parquet", "text")
 #: Characters Spark's reader treats as a glob pattern in a path.
@@ -63,17 +63,20 @@ class FileSource:
     #: or ``"move"`` it into ``archive``.
     acknowledged: str = "keep"
     archive: str | None = None
+    _directory: InputDirectory = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Spark resolves relative paths against the JVM's directory, not ours.
-        object.__setattr__(self, "path", os.path.abspath(self.path))
+        object.__setattr__(self, "path", normalise(self.path))
+        object.__setattr__(self, "_directory", input_directory(self.path))
         if self.acknowledged not in ("keep", "delete", "move"):
             raise GraphError(f"FileSource({self.path!r}): acknowledged must be 'keep', 'delete' or 'move', got {self.acknowledged!r}")
         if (self.acknowledged == "move") != (self.archive is not None):
             raise GraphError(f"FileSource({self.path!r}): give archive=DIR exactly when acknowledged='move'")
         if self.archive is not None:
-            archive = os.path.abspath(self.archive)
-            if os.path.dirname(archive.rstrip("/")) == self.path.rstrip("/") and not os.path.basename(archive).startswith((".", "_")):
+            archive = normalise(self.archive)
+            if is_uri(archive) != is_uri(self.path):
+                raise GraphError(f"FileSource({self.path!r}): the archive {archive!r} must be on the input's filesystem (both paths, or both URIs)")
+            if archive.rsplit("/", 1)[0] == self.path.rstrip("/") and not archive.rsplit("/", 1)[-1].startswith((".", "_")):
                 raise GraphError(f"FileSource({self.path!r}): an archive inside the input directory must be named '_...' or '.…' (else it is read as input)")
             object.__setattr__(self, "archive", archive)
         if self.format not in FORMATS:
@@ -105,19 +108,15 @@ class FileSource:
         files = []
         for name in fresh:
             _check_name(self.path, name)
-            st = os.stat(Path(self.path) / name)
-            files.append([name, st.st_size, st.st_mtime_ns])
+            st = self._directory.stat(name)
+            if st is None:  # deleted between the listing and now: plan without it
+                return self.next_offsets(previous)
+            files.append([name, st.size, st.modified_ns])
         seen = sorted([*older, *fresh])
         return {"files": files, "last": fresh[-1], "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
 
     def _names(self) -> list[str]:
-        try:
-            with os.scandir(self.path) as entries:
-                return [e.name for e in entries if not e.name.startswith((".", "_")) and e.is_file()]
-        except FileNotFoundError:
-            raise GraphError(f"FileSource: input directory {self.path!r} does not exist") from None
-        except NotADirectoryError:
-            raise GraphError(f"FileSource: {self.path!r} is not a directory") from None
+        return [n for n in self._directory.names() if not n.startswith((".", "_"))]
 
     def _late(self, older: list[str], previous: Offsets) -> list[str]:
         """Files sorting at or before the last one consumed that were not there when
@@ -130,7 +129,7 @@ class FileSource:
             return []
         since = int(previous.get("planned_at_ns", 0))
         just_read = {f[0] for f in previous["files"]}
-        placed_since = [n for n in older if n not in just_read and _changed_ns(self.path, n) >= since]
+        placed_since = [n for n in older if n not in just_read and self._directory.placed_ns(n) >= since]
         if placed_since or len(older) > previous["seen"]:
             return placed_since or ["(unknown)"]
         return []
@@ -151,18 +150,17 @@ class FileSource:
         """Raise :class:`InputChangedError` unless every file of ``offsets`` is there
         with the size and modification time it had when the epoch was planned."""
         for name, size, mtime_ns in offsets["files"]:
-            path = Path(self.path) / name
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            path = self._directory.location(name)
+            st = self._directory.stat(name)
+            if st is None:
                 raise InputChangedError(
                     f"input file {str(path)!r} was deleted after an epoch was planned to read it. "
                     f"{_REPLAY_ADVICE}"
-                ) from None
-            if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+                )
+            if (st.size, st.modified_ns) != (size, mtime_ns):
                 raise InputChangedError(
                     f"input file {str(path)!r} changed after an epoch was planned to read it (size "
-                    f"{size} -> {st.st_size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.st_mtime_ns)}). "
+                    f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
                     f"{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it "
                     "once it is complete."
                 )
@@ -175,29 +173,28 @@ class FileSource:
             return
         for o in offsets:
             for name, size, mtime_ns in o["files"]:
-                path = Path(self.path) / name
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue
-                if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
-                    continue  # not the file that was read: leave it to the user
+                st = self._directory.stat(name)
+                if st is None or (st.size, st.modified_ns) != (size, mtime_ns):
+                    continue  # gone, or not the file that was read: leave it to the user
                 if self.archive is None:
-                    path.unlink(missing_ok=True)
+                    self._directory.delete(name)
                 else:
-                    Path(self.archive).mkdir(parents=True, exist_ok=True)
-                    os.replace(path, Path(self.archive) / name)
+                    self._directory.move(name, self.archive)
 
     def count_records(self, offsets: Offsets) -> int:
         """Records in these files, for progress display: lines of text formats (minus a
-        header), 0 for Parquet. Never used for processing."""
+        header), 0 for Parquet and for files not on a local filesystem (which would
+        be read twice). Never used for processing."""
         if self.format == "parquet":
             return 0
         header = 1 if self.options.get("header") == "true" else 0
         total = 0
         for name, _, _ in offsets["files"]:
+            local = self._directory.local(name)
+            if local is None:
+                continue
             try:
-                with open(Path(self.path) / name, "rb") as f:
+                with open(local, "rb") as f:
                     total += max(sum(1 for _ in f) - header, 0)
             except FileNotFoundError:  # only a display: the read itself says what is wrong
                 continue
@@ -206,7 +203,7 @@ class FileSource:
     def read(self, spark: SparkSession, offsets: Offsets) -> DataFrame:
         """The rows of one epoch, from exactly the files it was planned with."""
         self.check(offsets)
-        paths = [str(Path(self.path) / name) for name, _, _ in offsets["files"]]
+        paths = [self._directory.location(name) for name, _, _ in offsets["files"]]
         # Paths are literal. Spark 4.0.1 with globbing off still repeats a path list
         # once per path that looks like a pattern, so those are read one at a time.
         plain = [p for p in paths if not GLOB_CHARACTERS & set(p)]
@@ -233,14 +230,6 @@ _REPLAY_ADVICE = (
 def _digest(names: list[str]) -> str:
     """A digest of a sorted list of names."""
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def _changed_ns(directory: str, name: str) -> int:
-    """When ``name``'s inode last changed (created, renamed, copied in, chmod)."""
-    try:
-        return os.stat(Path(directory) / name).st_ctime_ns
-    except FileNotFoundError:
-        return 0
 
 
 def _check_name(directory: str, name: str) -> None:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 
@@ -257,11 +258,30 @@ class HadoopFileSystem:
     credentials and endpoints are configured exactly as for Spark itself. ``file:``
     URIs are handled as the local files they are (see the module docstring)."""
 
-    def __init__(self, spark: SparkSession) -> None:
-        self._jvm: Any = spark._jvm  # py4j: the documented way to reach Hadoop
-        self._conf: Any = spark._jsc.hadoopConfiguration()
-        self._gateway: Any = spark.sparkContext._gateway
+    def __init__(self, spark: SparkSession | SparkContext) -> None:
+        context: Any = getattr(spark, "sparkContext", spark)  # a session, or a context
+        self._jvm: Any = context._jvm  # py4j: the documented way to reach Hadoop
+        self._conf: Any = context._jsc.hadoopConfiguration()
+        self._gateway: Any = context._gateway
         self._local = LocalFileSystem()
+
+    @classmethod
+    def of_active_context(cls) -> HadoopFileSystem:
+        """The filesystem of the running SparkContext (from any thread)."""
+        from pyspark import SparkContext as Context
+
+        context = Context._active_spark_context
+        if context is None:
+            raise StorageError("a Hadoop URI is reached through Spark: start the SparkSession first")
+        return cls(context)
+
+    def status(self, path: str) -> Any:
+        """Hadoop's ``FileStatus`` of ``path`` (raises FileNotFoundException if absent)."""
+        return self._fs(path).getFileStatus(self._path(path))
+
+    def file_names(self, directory: str) -> list[str]:
+        """Names of the files (not directories) directly in ``directory``."""
+        return [str(s.getPath().getName()) for s in self._fs(directory).listStatus(self._path(directory)) if s.isFile()]
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)
