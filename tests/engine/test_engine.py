@@ -22,6 +22,7 @@ from falkirk.graph import (
 )
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
+from falkirk.spark.blocks import checkpointed_rdds, lost_blocks
 from falkirk.storage import (
     CorruptStorageError,
     MetaStore,
@@ -202,6 +203,47 @@ def test_a_second_failure_leaves_survivors_that_are_ahead_where_they_stand(spark
     assert report.partial[1][2]["sessions"] is None  # ⊤: it keeps epoch 5
     assert report.partial[1][2]["user_stats"] == 3
     assert report.epochs == [1, 2, 3, 4, 5, 4, 4, 5]
+    assert_whole_output(spark, tmp_path, clicks)
+
+
+@pytest.mark.parametrize(
+    ("lose", "failed", "survivor"),
+    [
+        # sessions' blocks go: its step fails first, before user_stats' began, so
+        # user_stats (blocks intact, untouched) keeps its live state (⊤).
+        ("sessions", {"sessions"}, "user_stats"),
+        # user_stats' blocks go: sessions' step of the discarded epoch had begun (its
+        # state may have moved past the commit), so both are handed over as failed.
+        ("user_stats", {"sessions", "user_stats"}, None),
+        # both lose blocks: user_stats had not begun epoch 4, but its state is not
+        # whole, so it is failed at once (not found lost by the next epoch).
+        ("sessions,user_stats", {"sessions", "user_stats"}, None),
+    ],
+)
+def test_lost_state_blocks_fail_only_what_lost_or_moved(spark, clicks: Path, tmp_path: Path, lose: str, failed: set[str], survivor: str | None) -> None:  # type: ignore[no-untyped-def]
+    """The blocks of one processor's state disappear from the executors after epoch 3
+    (as when the executor holding them dies); epoch 4 meets the loss. The engine
+    asks Spark which state lost blocks and rolls back only those processors and
+    those that had begun the discarded epoch (section 4.4), in the same driver."""
+    engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=2)), tmp_path / "state", spark=spark, max_in_flight=1)
+
+    def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
+        if epoch == 3 and not report.executor_losses:
+            held = [df for name in lose.split(",") for df in engine.state.operators[name].held() or []]
+            assert held and not lost_blocks(spark, held)
+            for df in held:
+                for rdd in checkpointed_rdds(df):
+                    rdd.unpersist(True)  # the block manager master forgets them, as on a loss
+            assert lost_blocks(spark, held)
+
+    engine.on_epoch = on_epoch
+    report = engine.run()
+    assert report.executor_losses == [4]
+    (handed, at, chosen) = report.partial[0]
+    assert set(handed) == failed and at == 3
+    if survivor is not None:
+        assert chosen[survivor] is None  # kept its live state
+    assert report.epochs[:3] == [1, 2, 3] and report.epochs[-1] == 5
     assert_whole_output(spark, tmp_path, clicks)
 
 

@@ -157,6 +157,12 @@ class Operator:
         """Take a replayed epoch of input into the restored state (emits nothing)."""
         raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) does not catch up")
 
+    def held(self) -> list[DataFrame] | None:
+        """The materialised DataFrames that hold this operator's state in the
+        executors (checked for lost blocks after an executor loss), or None if it
+        cannot say: then every executor loss rolls it back."""
+        return None
+
     def reset(self) -> None:
         """Back to the initial, empty state."""
 

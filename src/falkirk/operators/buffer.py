@@ -21,6 +21,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from falkirk.graph.specs import BufferSpec
 from falkirk.operators.base import Chain, Operator, Step
+from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.spark.state import materialise
 
@@ -80,6 +81,10 @@ class BufferOperator(Operator):
             self.restored = materialise(rows.filter(F.col(TIME) <= epoch))
             self.checkpointed = epoch
 
+    def held(self) -> list[DataFrame] | None:
+        with self._lock:
+            return ([self.restored] if self.restored is not None else []) + list(self.parts.values())
+
     def reset(self) -> None:
         with self._lock:
             for t, df in self.parts.items():
@@ -98,10 +103,10 @@ class BufferOperator(Operator):
                 self._retired += [(t, self.parts.pop(t)) for t in old]
                 if self.restored is not None:
                     self.restored = self.restored.filter(F.col(TIME) > committed - self.retain)
-            free = [df for _, df in self._retired]
+            done = [df for _, df in self._retired]
             self._retired = []
-        for df in free:
-            df.unpersist()
+        for df in done:
+            free(df)
 
     def rows(self) -> DataFrame:
         """Every row held, with the epoch it arrived in (``_time``)."""

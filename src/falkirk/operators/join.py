@@ -175,6 +175,9 @@ class JoinOperator(Operator):
             )
             state.restore(mine, epoch)
 
+    def held(self) -> list[DataFrame] | None:
+        return [*self.left.runs, *self.right.runs]
+
     def reset(self) -> None:
         self.left.reset()
         self.right.reset()

@@ -22,6 +22,9 @@ class KeyedOperator(Operator):
     def restore(self, chain: Chain, epoch: int) -> None:
         self.state.restore(chain, epoch)
 
+    def held(self) -> list[DataFrame] | None:
+        return self.state.held_runs()
+
     def reset(self) -> None:
         self.state.reset()
 

@@ -272,6 +272,10 @@ class WindowOperator(KeyedOperator):
         rows = step.inputs[0]
         self.log.catch_up(step.epoch, self.layout.assign(rows.filter(self.layout.valid())))
 
+    def held(self) -> list[DataFrame] | None:
+        pending = list(self.log.pending.values()) if self.log is not None else []
+        return [*self.state.held_runs(), *pending]
+
     def reset(self) -> None:
         super().reset()
         self.watermark = self.closed_at = self.max_time = None

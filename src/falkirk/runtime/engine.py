@@ -57,6 +57,7 @@ from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.setup import check_spelling, local_root, set_up_operators
 from falkirk.runtime.state import RunState
+from falkirk.spark.blocks import lost_blocks
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.session import is_local, spark_session
 from falkirk.spark.state import REPLICAS_CONF
@@ -354,18 +355,23 @@ class Engine:
         """An executor died while ``work``'s epoch ran, taking blocks of keyed state
         (and shuffle output) with it: a partial failure, recovered in this driver.
         The epochs in flight are discarded (none committed; their background writes
-        are awaited, then swept); every keyed processor - whose state may have lost
-        blocks, or moved past the last commit - rolls back as the solver chooses, the
-        others stay at ⊤; then the epochs run again. Returns how many epochs were
-        discarded. After :data:`MAX_LOSSES` such recoveries with no commit between
-        them the error is raised: something other than a lost executor is failing.
-        With ``replicas=2`` a lost executor loses no block and this is not reached."""
+        are awaited, then swept). The keyed processors that failed are handed to the
+        solver as failed - those whose state lost a block (:func:`lost_blocks`) and
+        those whose step began in a discarded epoch (their state may have moved past
+        the last commit) - and every other processor as a survivor at ⊤; what the
+        plan requires rolls back, then the epochs run again. Returns how many epochs
+        were discarded. After :data:`MAX_LOSSES` such recoveries with no commit
+        between them the error is raised: something other than a lost executor is
+        failing. With ``replicas=2`` a lost executor loses no block and this is
+        reached only when both copies of a block were lost."""
         state = self.state
         self._losses += 1
         give_up_after(self._losses, work.epoch, exc)
-        discarded = discard(work, inflight)
+        works = [work, *(w for w, _ in inflight)]
+        discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
+        touched = set().union(*(w.touched for w in works))
         last = work.epoch - 1  # epochs commit in order: every earlier one has
-        failed = {p.name for p in state.keyed} | self._failed
+        failed = {p.name for p in state.keyed if p.name in touched or self._lost_state(p.name)} | self._failed
         if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
             failed = set(self.pipeline.processors)
         self._failed = set()
@@ -377,6 +383,11 @@ class Engine:
         self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
         return discarded
+
+    def _lost_state(self, name: str) -> bool:
+        """Whether processor ``name``'s state lost a block (or cannot be checked)."""
+        held = self.state.operators[name].held()
+        return held is None or lost_blocks(self.spark, held)
 
     def _roll_back(self, failed: frozenset[str], last: int) -> None:
         """Roll back after in-process failures of ``failed`` after epoch ``last``

@@ -37,6 +37,7 @@ from falkirk.runtime.epochs import projection_kind
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
+from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, StoredFile
@@ -82,6 +83,9 @@ class EpochWork:
     logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
     batch: CommitBatch = field(default_factory=CommitBatch)
     ran: list[str] = field(default_factory=list)
+    #: Processors whose step began in this epoch: their state may have moved past
+    #: the last commit (an executor loss rolls them back if the epoch is discarded).
+    touched: set[str] = field(default_factory=set)
     cached: list[DataFrame] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
     step_finished: dict[str, float] = field(default_factory=dict)
@@ -197,7 +201,7 @@ class EpochRunner:
     def finish(self, work: EpochWork) -> None:
         """After the epoch committed: free what it kept."""
         for df in work.cached:
-            df.unpersist()
+            free(df)
         for p in self.state.keyed:
             self.state.operators[p.name].release(ordinal(whole_tick(p, work.epoch)))
         for p in self.ahead:
@@ -264,6 +268,7 @@ class EpochRunner:
                 files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
                 work.batch.logs.append((key, epoch, files))
         started = time.perf_counter()
+        work.touched.add(p.name)
         self.label(f"{p.name} {tick_label(tick)}")
         previous = self.gates.get((p.name, epoch - 1))
         waited: list[bool] = []

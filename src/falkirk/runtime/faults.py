@@ -23,6 +23,14 @@ written, not committed); and in a recovery that replays a processor's own input 
 (continuous eventual checkpoints): ``catch_up.started`` (the eventual checkpoint is
 loaded, nothing replayed) and ``catch_up.epoch`` (one more input epoch replayed).
 
+``FALKIRK_KILL_WORKER_AT="point:n"`` (with ``FALKIRK_CLUSTER_DIR`` naming a cluster
+started by :mod:`falkirk.spark.standalone`) instead SIGKILLs a worker of that
+cluster and every executor it runs - the next worker still alive, one per armed
+item - when the driver reaches that occurrence of ``point``, and lets the driver go
+on: an executor lost at a chosen moment (a partial failure, recovered in the same
+driver: see :meth:`falkirk.runtime.Engine.run`). The worker's death is waited for,
+so Spark's next task on it fails.
+
 ``FALKIRK_FAIL_AT="processor:epoch"`` instead makes one processor lose its in-memory
 state after that epoch, without killing the process (a partial failure, recovered in
 place: see :meth:`falkirk.runtime.Engine.fail`).
@@ -34,7 +42,9 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections import Counter
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +91,43 @@ def armed_failures(epoch: int) -> set[str]:
     return failed
 
 
+def _armed(variable: str, name: str, seen: int) -> bool:
+    """Whether the list in ``variable`` names occurrence ``seen`` of point ``name``."""
+    for item in filter(None, (x.strip() for x in os.environ.get(variable, "").split(","))):
+        point, _, count = item.partition(":")
+        if point == name and seen == int(count or 1):
+            return True
+    return False
+
+
 def crash_point(name: str) -> None:
-    """SIGKILL this process if ``FALKIRK_CRASH_AT`` names this occurrence of ``name``."""
+    """SIGKILL this process if ``FALKIRK_CRASH_AT`` names this occurrence of ``name``,
+    or a cluster worker if ``FALKIRK_KILL_WORKER_AT`` does."""
     with _lock:  # epochs in flight reach points from several threads
         _seen[name] += 1
         seen = _seen[name]
-    armed = os.environ.get("FALKIRK_CRASH_AT", "")
-    for item in filter(None, (x.strip() for x in armed.split(","))):
-        point, _, count = item.partition(":")
-        if point == name and seen == int(count or 1):
-            logger.warning("crash point %s:%d reached: killing the process", name, _seen[name])
-            os.kill(os.getpid(), signal.SIGKILL)
+    if _armed("FALKIRK_KILL_WORKER_AT", name, seen):
+        _kill_a_worker(f"{name}:{seen}")
+    if _armed("FALKIRK_CRASH_AT", name, seen):
+        logger.warning("crash point %s:%d reached: killing the process", name, seen)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_a_worker(where: str) -> None:
+    """SIGKILL the first worker still alive of the cluster in ``FALKIRK_CLUSTER_DIR``."""
+    from falkirk.spark.standalone import Cluster, alive
+
+    directory = os.environ.get("FALKIRK_CLUSTER_DIR")
+    if not directory:
+        raise RuntimeError("FALKIRK_KILL_WORKER_AT needs FALKIRK_CLUSTER_DIR: the directory of a falkirk.spark.standalone cluster")
+    cluster = Cluster.load(Path(directory))
+    for index, pid in enumerate(cluster.worker_pids):
+        if alive(pid):
+            killed = cluster.kill_worker(index)
+            for p in killed:
+                while alive(p):
+                    time.sleep(0.01)
+            logger.warning("worker fault point %s reached: worker %d and its executors killed (pids %s)", where, index, killed)
+            return
+    logger.warning("worker fault point %s reached: no worker left alive to kill", where)
+

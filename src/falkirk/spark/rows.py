@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.spark.state import COMPACT_EVERY, materialise
 from falkirk.storage import StoredFile
@@ -133,10 +134,10 @@ class KeyedRows:
 
     def release(self, committed: int) -> None:
         with self._lock:
-            free = [df for e, df in self._retired if e <= committed]
+            done = [df for e, df in self._retired if e <= committed]
             self._retired = [(e, df) for e, df in self._retired if e > committed]
-        for df in free:
-            df.unpersist()
+        for df in done:
+            free(df)
 
     def reset(self) -> None:
         for run in self.runs:

@@ -115,9 +115,9 @@ class Cluster:
                 _signal(p, signal.SIGTERM)
         deadline = time.monotonic() + 20
         for pid in [*self.worker_pids, self.master_pid]:
-            while _alive(pid) and time.monotonic() < deadline:
+            while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _alive(pid):
+            if alive(pid):
                 _signal(pid, signal.SIGKILL)
         (self.directory / STATE_FILE).unlink(missing_ok=True)
 
@@ -230,7 +230,8 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie - killed, not yet reaped - does not)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

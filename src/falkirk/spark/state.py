@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+from falkirk.spark.blocks import free
 from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.storage import StoredFile
@@ -180,7 +181,7 @@ class KeyedState:
             self.base  # noqa: B018 - a restore in flight lands first (and is retired by the caller)
         self._base = df
 
-    def _held_runs(self) -> list[DataFrame]:
+    def held_runs(self) -> list[DataFrame]:
         """The runs materialised so far (a restore in flight lands first)."""
         if self._restoring is not None:
             self.base  # noqa: B018
@@ -321,14 +322,14 @@ class KeyedState:
     def release(self, committed: int) -> None:
         """Unpersist retired DataFrames that epochs up to ``committed`` needed."""
         with self._retired_lock:
-            free = [df for epoch, df in self._retired if epoch <= committed]
+            done = [df for epoch, df in self._retired if epoch <= committed]
             self._retired = [(epoch, df) for epoch, df in self._retired if epoch > committed]
-        for df in free:
-            df.unpersist()
+        for df in done:
+            free(df)
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
-        for run in self._held_runs():
+        for run in self.held_runs():
             self.retire(self.version, run)
         self._base = None  # empty again, materialised when first needed
         self.base_epoch = 0
@@ -391,7 +392,7 @@ class KeyedState:
             raise ValueError(f"no base checkpoint at or before epoch {epoch}")
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
-        for run in self._held_runs():
+        for run in self.held_runs():
             self.retire(self.version, run)
         if len(usable) - bases[-1] == 1:  # a base alone holds one row per key (and no tombstone that counts)
             load = partial(self._materialise, rows.filter(~F.col(DELETED)))
@@ -410,7 +411,7 @@ class KeyedState:
     def load(self, rows: DataFrame, epoch: int) -> None:
         """Replace the state by ``rows`` (keys and values, one row per key) as of
         ``epoch``, materialised now."""
-        for run in self._held_runs():
+        for run in self.held_runs():
             self.retire(self.version, run)
         self._restoring = None
         columns = [*map(quote, (*self.keys, *self.values)), f"CAST({epoch} AS bigint) AS {EPOCH}", f"false AS {DELETED}"]

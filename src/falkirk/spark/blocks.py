@@ -1,0 +1,68 @@
+"""Which materialised DataFrames lost blocks when an executor died.
+
+State is kept in the executors as locally checkpointed RDDs
+(:func:`~falkirk.spark.state.materialise`): their lineage is cut, so a block lost
+with its executor cannot be recomputed, and the first job that needs it fails
+("Checkpoint block rdd_N_M not found"). After an executor loss the engine asks, for
+each keyed processor, whether every block of every DataFrame holding its state is
+still registered with Spark's block manager master; a processor whose state is
+whole survives the loss (section 4.4 of the Falkirk Wheel paper: only what failed
+is handed to the solver as failed).
+
+Spark's ``getRDDStorageInfo`` reports, per persisted RDD, how many of its partitions
+have a block on some live executor; blocks of an executor that is gone are
+unregistered when the driver learns of the loss. If the driver has not learnt of it
+yet, a processor may be reported whole and meet the lost block in the next epoch:
+that is a second loss, recovered the same way (the engine bounds how many come in a
+row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+def checkpointed_rdds(df: DataFrame) -> list[Any]:
+    """The locally checkpointed RDDs (JVM objects) ``df``'s plan reads: the
+    ``LogicalRDD`` leaves of its logical plan."""
+    plan: Any = df._jdf.queryExecution().logical()
+    leaves = plan.collectLeaves()
+    found = []
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        if leaf.getClass().getSimpleName() == "LogicalRDD":
+            found.append(leaf.rdd())
+    return found
+
+
+def cached_partitions(spark: SparkSession) -> dict[int, int]:
+    """For every persisted RDD with a block somewhere: its id and how many of its
+    partitions have one (one call to the block manager master)."""
+    infos: Any = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    return {int(info.id()): int(info.numCachedPartitions()) for info in infos}
+
+
+def lost_blocks(spark: SparkSession, frames: Iterable[DataFrame]) -> bool:
+    """True if some partition of an RDD the ``frames`` are checkpointed in has no
+    block on any live executor."""
+    cached = cached_partitions(spark)
+    for df in frames:
+        for rdd in checkpointed_rdds(df):
+            partitions = int(rdd.getNumPartitions())
+            if partitions and cached.get(int(rdd.id()), 0) < partitions:
+                return True
+    return False
+
+
+def free(df: DataFrame) -> None:
+    """Drop ``df`` from the executors: its cache entry, and the blocks of the locally
+    checkpointed RDDs it reads. (``DataFrame.unpersist`` alone leaves a local
+    checkpoint's blocks in place; Spark's cleaner did not remove them either, so each
+    retired state run stayed in executor memory or disk for the life of the run.)
+    Call it only once nothing will read ``df`` or a frame built on it."""
+    df.unpersist()
+    for rdd in checkpointed_rdds(df):
+        rdd.unpersist(False)
