@@ -58,9 +58,14 @@ def clicks(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tup
     return directory, batch_output(spark, str(directory)), batch_rejected(spark, str(directory))
 
 
-def start(clicks: Path, work: Path, cluster: standalone.Cluster, crash: str | None = None, replicated: bool = False) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+def start(
+    clicks: Path, work: Path, cluster: standalone.Cluster, crash: str | None = None, replicated: bool = False, kill_workers: str | None = None
+) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FALKIRK_CRASH_AT", "FALKIRK_KILL_WORKER_AT")}
     env["FALKIRK_SPARK_MASTER"] = cluster.url
+    if kill_workers:
+        env["FALKIRK_KILL_WORKER_AT"] = kill_workers
+        env["FALKIRK_CLUSTER_DIR"] = str(cluster.directory)
     if crash:
         env["FALKIRK_CRASH_AT"] = crash
     args = ["--input", str(clicks), "--output", str(work / "out"), "--storage", str(work / "state"), "--rejected", str(work / "rej")]
@@ -101,6 +106,20 @@ def test_a_worker_killed_mid_run(cluster: standalone.Cluster, clicks, tmp_path: 
     # an epoch ran into the loss (the run had 6 epochs to go), and only without
     # copies did it roll anything back
     assert (LOST in err.decode()) is not replicated, err.decode()[-3000:]
+
+
+def test_workers_killed_at_named_moments(cluster: standalone.Cluster, clicks, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Without copies, two workers (and their executors) are SIGKILLed in one run at
+    two named moments: a checkpoint written but not committed, and a sink's file in
+    place before its epoch commits. The driver goes on to the end of the input on the
+    last worker (one process, exit 0) with the exact result."""
+    proc = start(clicks[0], tmp_path, cluster, kill_workers="state.written:2,sink.written:9")
+    _, err = proc.communicate(timeout=900)
+    log = err.decode()
+    assert proc.returncode == 0, log[-3000:]
+    assert log.count("worker fault point") == 2 and "no worker left" not in log, log[-3000:]
+    assert cluster.alive_workers() == 1
+    check(tmp_path, clicks)
 
 
 def test_replicas_need_a_cluster(spark: SparkSession, tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from falkirk.graph.specs import BufferSpec
 from falkirk.operators.base import Chain, Operator, Step
-from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.spark.state import materialise
 
@@ -106,7 +105,7 @@ class BufferOperator(Operator):
             done = [df for _, df in self._retired]
             self._retired = []
         for df in done:
-            free(df)
+            df.unpersist()
 
     def rows(self) -> DataFrame:
         """Every row held, with the epoch it arrived in (``_time``)."""

@@ -37,7 +37,6 @@ from falkirk.runtime.epochs import projection_kind
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
-from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, StoredFile
@@ -201,7 +200,7 @@ class EpochRunner:
     def finish(self, work: EpochWork) -> None:
         """After the epoch committed: free what it kept."""
         for df in work.cached:
-            free(df)
+            df.unpersist()
         for p in self.state.keyed:
             self.state.operators[p.name].release(ordinal(whole_tick(p, work.epoch)))
         for p in self.ahead:

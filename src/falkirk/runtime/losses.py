@@ -10,7 +10,6 @@ from concurrent.futures import Future
 
 from falkirk.graph import GraphError
 from falkirk.runtime.epoch import EpochWork
-from falkirk.spark.blocks import free
 
 #: Executor losses recovered in a row with no commit between them before the
 #: engine gives up (the error is then not a lost executor, or recurs every time).
@@ -40,7 +39,7 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
             with contextlib.suppress(Exception):
                 write.result()
         for df in lost.cached:
-            free(df)
+            df.unpersist()
     inflight.clear()
     return len(discarded)
 

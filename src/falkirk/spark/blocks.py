@@ -56,13 +56,3 @@ def lost_blocks(spark: SparkSession, frames: Iterable[DataFrame]) -> bool:
                 return True
     return False
 
-
-def free(df: DataFrame) -> None:
-    """Drop ``df`` from the executors: its cache entry, and the blocks of the locally
-    checkpointed RDDs it reads. (``DataFrame.unpersist`` alone leaves a local
-    checkpoint's blocks in place; Spark's cleaner did not remove them either, so each
-    retired state run stayed in executor memory or disk for the life of the run.)
-    Call it only once nothing will read ``df`` or a frame built on it."""
-    df.unpersist()
-    for rdd in checkpointed_rdds(df):
-        rdd.unpersist(False)

@@ -27,7 +27,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.spark.state import COMPACT_EVERY, materialise
 from falkirk.storage import StoredFile
@@ -137,7 +136,7 @@ class KeyedRows:
             done = [df for e, df in self._retired if e <= committed]
             self._retired = [(e, df) for e, df in self._retired if e > committed]
         for df in done:
-            free(df)
+            df.unpersist()
 
     def reset(self) -> None:
         for run in self.runs:

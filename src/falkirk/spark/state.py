@@ -38,7 +38,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from falkirk.spark.blocks import free
 from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.storage import StoredFile
@@ -325,7 +324,7 @@ class KeyedState:
             done = [df for epoch, df in self._retired if epoch <= committed]
             self._retired = [(epoch, df) for epoch, df in self._retired if epoch > committed]
         for df in done:
-            free(df)
+            df.unpersist()
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
