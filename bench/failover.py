@@ -159,7 +159,7 @@ def draw(path: Path, runs: list[dict[str, Any]], rows: list[dict[int, dict[int, 
     import matplotlib.pyplot as plt
 
     shown = [(r, c) for r, c in zip(runs, rows, strict=True) if r["mode"] in ("pairs", "rollback", "restart")]
-    firsts = {}
+    firsts: dict[str, tuple[dict[str, Any], dict[int, dict[int, int]]]] = {}
     for r, c in shown:  # the first run of each mode
         firsts.setdefault(r["mode"], (r, c))
     fig, axes = plt.subplots(len(firsts), 1, figsize=(8, 2.6 * len(firsts)), sharex=True)
@@ -210,12 +210,12 @@ def main() -> None:
         for i, r in enumerate(runs):
             writer.writerow({"round": i // len(args.modes.split(",")), **{k: r[k] for k in fields}})
     with open(RESULTS / "failover_timeline.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["mode", "round", "epoch", "partition", "rows", "seconds"])
+        lines = csv.writer(f)
+        lines.writerow(["mode", "round", "epoch", "partition", "rows", "seconds"])
         for i, (r, c) in enumerate(zip(runs, rows, strict=True)):
             for epoch, t in sorted(r["seen"].items()):
                 for p, n in sorted(c.get(epoch, {}).items()):
-                    writer.writerow([r["mode"], i // len(args.modes.split(",")), epoch, p, n, round(t - r["started"], 3)])
+                    lines.writerow([r["mode"], i // len(args.modes.split(",")), epoch, p, n, round(t - r["started"], 3)])
     draw(RESULTS / "failover.png", runs, rows, args.bin)
     print()
     for mode in args.modes.split(","):
