@@ -13,6 +13,7 @@ dead-letter table equal one plain Spark batch job over the same input.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
 from falkirk.demo.verify import differences
-from falkirk.graph import GraphError
+from falkirk.graph import EagerCheckpoint, GraphError
 from falkirk.runtime import Engine
 from falkirk.spark import standalone
 from tests.engine.examples import finish, kill_at_each
@@ -122,12 +123,35 @@ def test_workers_killed_at_named_moments(cluster: standalone.Cluster, clicks, tm
     check(tmp_path, clicks)
 
 
+def test_one_processor_paired(cluster: standalone.Cluster, clicks, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Only ``sessions`` keeps pairs (its policy's ``replicas=2``): its blocks have two
+    copies, ``user_stats``' one. A worker dies while a checkpoint is written; the run
+    goes on in the same driver with the exact output, and however the loss falls,
+    ``sessions`` is never rolled back for it (its state lost no block; what the
+    discarded epoch changed is taken back in memory)."""
+    env = {**os.environ, "FALKIRK_SPARK_MASTER": cluster.url, "FALKIRK_KILL_WORKER_AT": "state.written:3", "FALKIRK_CLUSTER_DIR": str(cluster.directory)}
+    env.pop("FALKIRK_CRASH_AT", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cluster.paired", str(clicks[0]), str(tmp_path)],
+        env=env, capture_output=True, timeout=900, check=False, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert found["copies"] == {"sessions": [2], "user_stats": [1]}
+    assert all("sessions" not in failed for failed in found["failed"]), found
+    assert b"worker fault point state.written:3" in done.stderr
+    check(tmp_path, clicks)
+
+
 def test_replicas_need_a_cluster(spark: SparkSession, tmp_path: Path) -> None:
     pipeline = build_pipeline(str(tmp_path), str(tmp_path / "o"), str(tmp_path / "r"))
     with pytest.raises(GraphError, match="keeps copies on different executors"):
         Engine(pipeline, tmp_path / "state", spark=spark, replicas=2)
     with pytest.raises(GraphError, match="replicas must be 1 or 2"):
         Engine(pipeline, tmp_path / "state", spark=spark, replicas=3)
+    paired = build_pipeline(str(tmp_path), str(tmp_path / "o"), str(tmp_path / "r"), sessions_policy=EagerCheckpoint(replicas=2))
+    with pytest.raises(GraphError, match="replicas=2 in the policy of 'sessions' keeps copies on different executors"):
+        Engine(paired, tmp_path / "state", spark=spark)
 
 
 def test_the_cluster_script_starts_and_stops_every_process(tmp_path: Path) -> None:
@@ -144,6 +168,6 @@ def test_the_cluster_script_starts_and_stops_every_process(tmp_path: Path) -> No
     pids = [cluster.master_pid, *cluster.worker_pids]
     stopped = subprocess.run([*run, "stop", "--port", str(port), "--dir", str(where)], capture_output=True, timeout=60, check=False)
     assert stopped.returncode == 0, stopped.stderr.decode()
-    assert not any(standalone._alive(p) for p in pids)
+    assert not any(standalone.alive(p) for p in pids)
     with pytest.raises(standalone.ClusterError, match="no cluster was started"):
         standalone.Cluster.load(where)

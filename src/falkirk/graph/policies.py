@@ -28,7 +28,7 @@ processor back to the last barrier every processor committed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from falkirk.graph.exceptions import GraphError
 
@@ -39,6 +39,13 @@ class Policy:
 
     #: Whether the processor logs what it sends (D̄ = ∅ while the log lasts).
     logs_outputs: bool = False
+
+    #: Copies of every block of the processor's state and of what it materialises,
+    #: each on a different executor (a keyword: ``LazyCheckpoint(every=5,
+    #: replicas=2)``). 2 makes the processor a Flux partition pair: losing one
+    #: executor loses none of its blocks, so it never rolls back for that (the
+    #: engine's ``replicas=2`` does this for every processor). Needs a cluster.
+    replicas: int = field(default=1, kw_only=True)
 
     @property
     def name(self) -> str:

@@ -157,6 +157,13 @@ class Operator:
         """Take a replayed epoch of input into the restored state (emits nothing)."""
         raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) does not catch up")
 
+    def revert(self, epoch: int, checkpointed: int) -> bool:
+        """Forget, in memory, what steps of epochs after ``epoch`` (discarded, never
+        committed) changed in the state; ``checkpointed``: the epoch of the last
+        committed checkpoint. False if it cannot (the default): the processor is then
+        restored from checkpoints instead."""
+        return False
+
     def held(self) -> list[DataFrame] | None:
         """The materialised DataFrames that hold this operator's state in the
         executors (checked for lost blocks after an executor loss), or None if it

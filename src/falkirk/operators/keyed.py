@@ -22,6 +22,11 @@ class KeyedOperator(Operator):
     def restore(self, chain: Chain, epoch: int) -> None:
         self.state.restore(chain, epoch)
 
+    def revert(self, epoch: int, checkpointed: int) -> bool:
+        """Its state is its :class:`KeyedState` alone (subclasses holding more say
+        False)."""
+        return self.state.revert(epoch, checkpointed)
+
     def held(self) -> list[DataFrame] | None:
         return self.state.held_runs()
 

@@ -272,6 +272,9 @@ class WindowOperator(KeyedOperator):
         rows = step.inputs[0]
         self.log.catch_up(step.epoch, self.layout.assign(rows.filter(self.layout.valid())))
 
+    def revert(self, epoch: int, checkpointed: int) -> bool:
+        return False  # the watermark and the CEC log move with each epoch too
+
     def held(self) -> list[DataFrame] | None:
         pending = list(self.log.pending.values()) if self.log is not None else []
         return [*self.state.held_runs(), *pending]

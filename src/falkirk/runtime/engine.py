@@ -39,7 +39,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from falkirk.graph import GraphError, Pipeline
+from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.operators import Operator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
@@ -111,9 +111,14 @@ class Engine:
         #: the pipeline going through the loss of one executor with nothing rolled
         #: back (Flux's partition pairs; needs a cluster of two executors or more).
         self.replicas = replicas
-        if replicas > 1 and is_local(self.spark.sparkContext.master or "local"):
+        for p in pipeline.processors.values():
+            if p.policy.replicas not in (1, 2):
+                raise GraphError(f"processor {p.name!r}: its policy's replicas must be 1 or 2, got {p.policy.replicas}")
+        paired = [p.name for p in pipeline.processors.values() if p.policy.replicas > 1]
+        if (replicas > 1 or paired) and is_local(self.spark.sparkContext.master or "local"):
+            who = f"replicas={replicas}" if replicas > 1 else f"replicas=2 in the policy of {', '.join(map(repr, paired))}"
             raise GraphError(
-                f"replicas={replicas} keeps copies on different executors, and master {self.spark.sparkContext.master!r} "
+                f"{who} keeps copies on different executors, and master {self.spark.sparkContext.master!r} "
                 "has one: run on a cluster (FALKIRK_SPARK_MASTER=spark://...; python -m falkirk.spark.standalone "
                 "starts one on this machine), or use replicas=1"
             )
@@ -371,7 +376,8 @@ class Engine:
         discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
         touched = set().union(*(w.touched for w in works))
         last = work.epoch - 1  # epochs commit in order: every earlier one has
-        failed = {p.name for p in state.keyed if p.name in touched or self._lost_state(p.name)} | self._failed
+        failed = {p.name for p in state.keyed if self._lost_state(p.name) or (p.name in touched and not self._revert(p, last))}
+        failed |= self._failed
         if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
             failed = set(self.pipeline.processors)
         self._failed = set()
@@ -383,6 +389,14 @@ class Engine:
         self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
         return discarded
+
+    def _revert(self, p: Processor, last: int) -> bool:
+        """Take back in memory what discarded epochs changed in ``p``'s state (whole:
+        no block lost), so that it survives at ⊤ as of ``last``; False if it cannot."""
+        if p.region is not None:  # loop and region processors stand at ticks inside epochs
+            return False
+        checkpoints = [t for t, _, _ in self.state.store.state_files(p.name) if isinstance(t, int)]
+        return self.state.operators[p.name].revert(last, max(checkpoints, default=0))
 
     def _lost_state(self, name: str) -> bool:
         """Whether processor ``name``'s state lost a block (or cannot be checked)."""

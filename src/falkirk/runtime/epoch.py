@@ -39,6 +39,7 @@ from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
+from falkirk.spark.state import replicated
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 
@@ -242,7 +243,8 @@ class EpochRunner:
         ``work.outputs``, with the logs and checkpoint (``checkpoint``, default: as
         its policy says for the epoch) its policy asks for."""
         try:
-            self._run(p, work, inputs, work.outputs, work.epoch if tick is None else tick, checkpoint)
+            with replicated(p.policy.replicas):
+                self._run(p, work, inputs, work.outputs, work.epoch if tick is None else tick, checkpoint)
         except Exception as exc:
             if as_storage_error(exc) is not None:
                 raise  # a damaged file: the engine names it

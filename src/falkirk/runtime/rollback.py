@@ -17,6 +17,7 @@ from falkirk.recovery import CheckpointMeta, solve
 from falkirk.runtime.epochs import tick
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.state import RunState
+from falkirk.spark.state import replicated
 from falkirk.storage import Forget
 from falkirk.time import Frontier
 from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, start_tick, whole
@@ -127,7 +128,13 @@ def _undo_after(state: RunState, p: Processor, at: Tick, invalidated: tuple[Fron
 
 
 def restore(state: RunState, p: Processor, at: Tick) -> None:
-    """Give keyed processor ``p`` its state as of tick ``at``."""
+    """Give keyed processor ``p`` its state as of tick ``at`` (with the copies of
+    each block its policy asks for)."""
+    with replicated(p.policy.replicas):
+        _restore(state, p, at)
+
+
+def _restore(state: RunState, p: Processor, at: Tick) -> None:
     operator = state.operators[p.name]
     if isinstance(p.policy, FullHistory):
         _replay_history(state, p, int(at))  # type: ignore[arg-type]

@@ -28,8 +28,10 @@ shuffles its first epoch's input meanwhile.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar, copy_context
 from functools import partial
 from typing import Any
 
@@ -64,6 +66,23 @@ def storage_level(replicas: int) -> StorageLevel:
     return StorageLevel(STORAGE.useDisk, STORAGE.useMemory, STORAGE.useOffHeap, STORAGE.deserialized, replicas)
 
 
+#: Copies asked for by the processor whose work runs in this context (its policy's
+#: ``replicas``); the session's :data:`REPLICAS_CONF` applies to every processor.
+_PROCESSOR_REPLICAS: ContextVar[int] = ContextVar("falkirk_processor_replicas", default=1)
+
+
+@contextmanager
+def replicated(copies: int) -> Iterator[None]:
+    """Within this context :func:`materialise` keeps at least ``copies`` copies of
+    each block (the engine enters it around each processor's work, with the
+    ``replicas`` of the processor's policy)."""
+    token = _PROCESSOR_REPLICAS.set(copies)
+    try:
+        yield
+    finally:
+        _PROCESSOR_REPLICAS.reset(token)
+
+
 def materialise(df: DataFrame) -> DataFrame:
     """``df`` computed now and kept in the executors, its lineage truncated
     (``localCheckpoint``): its blocks are never in the driver, and losing them is a
@@ -80,8 +99,9 @@ def materialise(df: DataFrame) -> DataFrame:
     With the session's :data:`REPLICAS_CONF` at 2 every block is kept on two
     executors: losing one executor loses no block (Spark reads the other copy, and
     re-creates the lost copies on the surviving executors in the background:
-    ``spark.storage.replication.proactive``)."""
-    replicas = int(df.sparkSession.conf.get(REPLICAS_CONF, "1") or "1")
+    ``spark.storage.replication.proactive``). A processor whose policy has
+    ``replicas=2`` gets the same inside :func:`replicated`."""
+    replicas = max(int(df.sparkSession.conf.get(REPLICAS_CONF, "1") or "1"), _PROCESSOR_REPLICAS.get())
     return forget_statistics(df.localCheckpoint(eager=True, storageLevel=storage_level(replicas)))
 
 
@@ -326,6 +346,25 @@ class KeyedState:
         for df in done:
             df.unpersist()
 
+    def revert(self, epoch: int, checkpointed: int) -> bool:
+        """Forget the changes of epochs after ``epoch`` (computed, never committed:
+        discarded after an executor loss), in memory: their delta runs are dropped.
+        ``checkpointed`` is the epoch of the last *committed* checkpoint (one written
+        for a discarded epoch does not count). Returns False, changing nothing, when
+        a compaction has merged a later epoch into the base: then only a restore
+        from checkpoints brings the state back."""
+        if self.held_runs() and self.base_epoch > epoch:
+            return False
+        for run, e in zip(self.deltas, self.delta_epochs, strict=True):
+            if e > epoch:
+                self.retire(self.version, run)
+        kept = [(run, e) for run, e in zip(self.deltas, self.delta_epochs, strict=True) if e <= epoch]
+        self.deltas = [run for run, _ in kept]
+        self.delta_epochs = [e for _, e in kept]
+        self.version = min(self.version, epoch)
+        self.checkpointed_epoch = min(self.checkpointed_epoch, checkpointed)
+        return True
+
     def reset(self) -> None:
         """Back to the initial (empty) state."""
         for run in self.held_runs():
@@ -398,7 +437,8 @@ class KeyedState:
         else:
             load = partial(self._materialise, self._latest(rows).filter(~F.col(DELETED)), partitioned=True)
         loader = ThreadPoolExecutor(1, thread_name_prefix="falkirk-restore")
-        self._restoring = loader.submit(_labelled, self.spark, "restore", load)
+        context = copy_context()  # the processor's replication holds in the loader's thread too
+        self._restoring = loader.submit(context.run, _labelled, self.spark, "restore", load)
         loader.shutdown(wait=False)
         self.base_epoch = epoch
         self.deltas = []

@@ -1,0 +1,34 @@
+"""A driver for the per-processor pairs test (run as ``python -m tests.cluster.paired
+INPUT WORK`` with ``FALKIRK_SPARK_MASTER`` set): the clickstream query with only
+``sessions`` paired (``EagerCheckpoint(replicas=2)``) and ``user_stats`` not
+(``LazyCheckpoint(every=5)``). Prints, as JSON, the copies each keeps of its state's
+blocks at the end, the epochs that met an executor loss, and the processors each
+rollback handed to the solver as failed."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from falkirk.demo.clickstream import build_pipeline
+from falkirk.graph import EagerCheckpoint, LazyCheckpoint
+from falkirk.runtime import Engine
+from falkirk.spark.blocks import checkpointed_rdds
+
+
+def main(input_dir: str, work: str) -> int:
+    pipeline = build_pipeline(
+        input_dir, f"{work}/out", f"{work}/rej", sessions_policy=EagerCheckpoint(replicas=2), stats_policy=LazyCheckpoint(every=5)
+    )
+    engine = Engine(pipeline, f"{work}/state")
+    report = engine.run()
+    copies = {
+        name: sorted({int(rdd.getStorageLevel().replication()) for df in engine.state.operators[name].held() or [] for rdd in checkpointed_rdds(df)})
+        for name in ("sessions", "user_stats")
+    }
+    print(json.dumps({"copies": copies, "losses": report.executor_losses, "failed": [sorted(f) for f, _, _ in report.partial]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
