@@ -3,7 +3,7 @@ output rate over time through a worker kill, with partition pairs against rollba
 recovery against a full restart; MTTR, how long output stalled, and what keeping
 pairs costs when nothing fails.
 
-    .venv/bin/python bench/failover.py --runs 3 --files 16 --kill-after 6
+    .venv/bin/python -m bench.failover --runs 3 --files 12 --kill-after 5
 
 Each run starts a fresh standalone cluster on this machine (3 workers of 1 core and
 1 GB, :mod:`falkirk.spark.standalone`) and runs the clickstream example on it as a
@@ -152,7 +152,7 @@ def partition_rows(outs: list[Path]) -> list[dict[int, dict[int, int]]]:
     return found
 
 
-def draw(path: Path, runs: list[dict[str, Any]], rows: list[dict[int, dict[int, int]]], bin_seconds: float) -> None:
+def draw(path: Path, runs: list[dict[str, Any]], rows: list[dict[int, dict[int, int]]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,13 +164,18 @@ def draw(path: Path, runs: list[dict[str, Any]], rows: list[dict[int, dict[int, 
         firsts.setdefault(r["mode"], (r, c))
     fig, axes = plt.subplots(len(firsts), 1, figsize=(8, 2.6 * len(firsts)), sharex=True)
     for ax, (mode, (r, c)) in zip(axes, firsts.items(), strict=True):
-        end = max(r["seen"].values()) - r["started"]
-        bins = int(end / bin_seconds) + 1
+        # each epoch's rows spread over the time since the previous output: the rate
+        # a reader of the table sees, per partition of the state
+        order = sorted(r["seen"])
         for p in range(PARTITIONS):
-            rate = [0.0] * bins
-            for epoch, t in r["seen"].items():
-                rate[int((t - r["started"]) / bin_seconds)] += c.get(epoch, {}).get(p, 0) / bin_seconds
-            ax.step([i * bin_seconds for i in range(bins)], rate, where="post", label=f"partition {p}")
+            previous = r["seen"][order[0]] - r["started"]
+            xs, ys = [0.0, previous], [0.0, 0.0]
+            for before, epoch in itertools.pairwise(order):
+                start, end = r["seen"][before] - r["started"], r["seen"][epoch] - r["started"]
+                xs += [start, end]
+                rate = c.get(epoch, {}).get(p, 0) / max(end - start, 1e-3)
+                ys += [rate, rate]
+            ax.plot(xs, ys, label=f"partition {p}", linewidth=1)
         ax.axvline(r["killed_at"] - r["started"], color="red", linestyle="--", label="worker killed")
         ax.set_title(f"{mode}: MTTR {r['mttr']:.1f} s, output stalled {r['stall']:.1f} s beyond an epoch")
         ax.set_ylabel("rows/s")
@@ -183,12 +188,11 @@ def draw(path: Path, runs: list[dict[str, Any]], rows: list[dict[int, dict[int, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--files", type=int, default=16, help="input files = epochs")
-    parser.add_argument("--sessions", type=int, default=400, help="sessions per file")
-    parser.add_argument("--users", type=int, default=64)
-    parser.add_argument("--kill-after", type=int, default=6, help="epochs out before the kill")
+    parser.add_argument("--files", type=int, default=12, help="input files = epochs")
+    parser.add_argument("--sessions", type=int, default=300, help="sessions per file")
+    parser.add_argument("--users", type=int, default=400)
+    parser.add_argument("--kill-after", type=int, default=5, help="epochs out before the kill")
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--bin", type=float, default=2.0, help="seconds per bin of the rate plot")
     parser.add_argument("--scratch", default="/tmp/falkirk-bench-failover")
     args = parser.parse_args()
     scratch = Path(args.scratch)
@@ -216,7 +220,7 @@ def main() -> None:
             for epoch, t in sorted(r["seen"].items()):
                 for p, n in sorted(c.get(epoch, {}).items()):
                     lines.writerow([r["mode"], i // len(args.modes.split(",")), epoch, p, n, round(t - r["started"], 3)])
-    draw(RESULTS / "failover.png", runs, rows, args.bin)
+    draw(RESULTS / "failover.png", runs, rows)
     print()
     for mode in args.modes.split(","):
         mine = [r for r in runs if r["mode"] == mode]

@@ -2,7 +2,9 @@
 INPUT WORK`` with ``FALKIRK_SPARK_MASTER`` set): the clickstream query with only
 ``sessions`` paired (``EagerCheckpoint(replicas=2)``) and ``user_stats`` not
 (``LazyCheckpoint(every=5)``). Prints, as JSON, the copies each keeps of its state's
-blocks at the end, the epochs that met an executor loss, and the processors each
+blocks at the end, the fewest executors holding a block of ``sessions`` (2 once
+Spark has re-created the copies lost with the executor: the pair whole again), the
+epochs that met an executor loss, and the processors each
 rollback handed to the solver as failed."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from falkirk.demo.clickstream import build_pipeline
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint
 from falkirk.runtime import Engine
-from falkirk.spark.blocks import checkpointed_rdds
+from falkirk.spark.blocks import checkpointed_rdds, fewest_copies
 
 
 def main(input_dir: str, work: str) -> int:
@@ -26,7 +28,8 @@ def main(input_dir: str, work: str) -> int:
         name: sorted({int(rdd.getStorageLevel().replication()) for df in engine.state.operators[name].held() or [] for rdd in checkpointed_rdds(df)})
         for name in ("sessions", "user_stats")
     }
-    print(json.dumps({"copies": copies, "losses": report.executor_losses, "failed": [sorted(f) for f, _, _ in report.partial]}))
+    whole = fewest_copies(engine.spark, engine.state.operators["sessions"].held() or [])
+    print(json.dumps({"copies": copies, "fewest": whole, "losses": report.executor_losses, "failed": [sorted(f) for f, _, _ in report.partial]}))
     return 0
 
 

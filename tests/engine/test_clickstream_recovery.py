@@ -146,7 +146,9 @@ def test_killed_at_each_crash_point(spark, chain: str, clicks: Path, expected: E
 
 @pytest.mark.parametrize(
     "policies",
-    [("eager", "eager"), ("lazy:2", "lazy:3"), ("eager", "stateless"), ("history", "log"), ("lazy:1", "history")],
+    # (eager, eager) is left to the crash chains' mix (eager sessions) and the engine
+    # tests (eager user_stats): each case here costs a driver's start on CI's clock.
+    [("lazy:2", "lazy:3"), ("eager", "stateless"), ("history", "log"), ("lazy:1", "history")],
     ids=lambda p: "-".join(p),
 )
 def test_each_policy_recovers_exactly(spark, policies: tuple[str, str], clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -155,9 +157,8 @@ def test_each_policy_recovers_exactly(spark, policies: tuple[str, str], clicks: 
     check(tmp_path, clicks, expected)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_repeated_kills_at_random_moments(spark, seed: int, clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(seed)
+def test_repeated_kills_at_random_moments(spark, clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(1)
     for _ in range(3):
         proc = start(clicks, tmp_path, MIX)
         time.sleep(rng.uniform(4.0, 14.0))
@@ -235,7 +236,7 @@ def _wait_ready(standby: subprocess.Popen[bytes]) -> None:
     assert line == "standby ready", f"the standby said {line!r}; stderr: {standby.stderr and standby.stderr.read().decode()[-2000:]}"
 
 
-@pytest.mark.parametrize("crash", ["commit.after:3", "sink.written:2", None])
+@pytest.mark.parametrize("crash", ["commit.after:3", None])
 def test_warm_standby_takes_over_exactly(crash: str | None, clicks: Path, expected: Expected, tmp_path: Path) -> None:
     """A standby started next to a live driver waits, warmed up, for its lock; when
     the driver is SIGKILLed (at a crash point, or at a random moment) the standby

@@ -238,3 +238,14 @@ def test_a_pipeline_on_hadoop_uris_restarts_exactly_and_archives_its_input(spark
 def test_an_archive_on_another_filesystem_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="must be on the input's filesystem"):
         FileSource(f"file://{tmp_path}/in", "json", "name string", acknowledged="move", archive=str(tmp_path / "done"))
+
+
+def test_a_hadoop_source_keeps_its_consumed_files_and_must_name_a_directory(spark: SparkSession, tmp_path: Path) -> None:
+    # Review: on HDFS or S3 no inode time says when a file was placed, so deleting
+    # consumed input could hide a late file; and a file given as the directory made
+    # planning recurse without end.
+    with pytest.raises(Exception, match="acknowledged='delete' is refused on a Hadoop filesystem"):
+        FileSource("hdfs://nn/in", "json", "name string", acknowledged="delete")
+    write(tmp_path, "a.json", "a")
+    with pytest.raises(Exception, match="is not a directory"):
+        FileSource(f"file://{tmp_path}/a.json", "json", "name string").next_offsets(None)

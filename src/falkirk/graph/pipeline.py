@@ -186,7 +186,8 @@ class Pipeline:
                     f"processor {name!r}: pipeline {self.name!r} has global checkpoints, which decide "
                     f"every processor's persistence; drop policy={policy.name}() (or the pipeline's checkpoints=)"
                 )
-            policy = AtBarriers(compact_every=self.checkpoints.compact_every) if spec.keyed else Stateless()
+            copies = policy.replicas if policy is not None else 1
+            policy = AtBarriers(compact_every=self.checkpoints.compact_every, replicas=copies) if spec.keyed else Stateless(replicas=copies)
         elif isinstance(policy, AtBarriers):
             raise GraphError(f"processor {name!r}: AtBarriers is set by Pipeline(checkpoints=GlobalCheckpoints(...)), not per processor")
         policy = policy or Stateless()

@@ -13,8 +13,10 @@ old. Hadoop filesystems keep no such time, so a Hadoop directory uses the
 modification time, which HDFS and object stores set when a file is written but not
 when it is renamed: a file *renamed* into an HDFS input directory with a name that
 sorts before one already consumed is reported as late only if the number of files
-at or before the last consumed name grew as well (a consumed file deleted at the
-same moment can hide it). ``file:`` URIs are local files and keep ctime.
+at or before the last consumed name grew as well. A consumed file deleted at the
+same moment could hide it, which is why a source on such a directory must keep its
+consumed files (``acknowledged="keep"``). ``file:`` URIs are local files and keep
+ctime.
 """
 
 from __future__ import annotations
@@ -155,7 +157,11 @@ class HadoopDirectory:
     def names(self) -> list[str]:
         fs = self._hadoop()
         try:
+            if not fs.status(self.path).isDirectory():
+                raise GraphError(f"FileSource: {self.path!r} is not a directory")
             return fs.file_names(self.path)
+        except GraphError:
+            raise
         except Exception as exc:
             if "FileNotFoundException" in str(exc):
                 raise GraphError(f"FileSource: input directory {self.path!r} does not exist") from None

@@ -68,6 +68,12 @@ class FileSource:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", normalise(self.path))
         object.__setattr__(self, "_directory", input_directory(self.path))
+        if self.acknowledged != "keep" and is_uri(self.path) and not self.path.startswith("file:"):
+            raise GraphError(
+                f"FileSource({self.path!r}): acknowledged={self.acknowledged!r} is refused on a Hadoop filesystem: it keeps no "
+                "time a file was placed in the directory, and deleting consumed files would hide a late file from the "
+                "check that reports it (it would never be read). Use acknowledged='keep' and clean up consumed input yourself"
+            )
         if self.acknowledged not in ("keep", "delete", "move"):
             raise GraphError(f"FileSource({self.path!r}): acknowledged must be 'keep', 'delete' or 'move', got {self.acknowledged!r}")
         if (self.acknowledged == "move") != (self.archive is not None):
@@ -94,6 +100,13 @@ class FileSource:
         that read from this source; None before the first), or None when no new file
         is there. Raises :class:`LateInputError` if a file arrived that sorts before
         one already consumed, and :class:`SourceError` for a name Spark cannot read."""
+        for _ in range(5):  # a file deleted between the listing and its stat: list again
+            planned = self._plan(previous)
+            if not isinstance(planned, str):
+                return planned
+        raise SourceError(f"FileSource({self.path!r}): files keep disappearing while the next epoch is planned; is something deleting input?")
+
+    def _plan(self, previous: Offsets | None) -> Offsets | str | None:
         planned_at = time.time_ns()  # before listing: anything placed after it is newer
         names = self._names()
         last: str | None = previous["last"] if previous else None
@@ -109,8 +122,8 @@ class FileSource:
         for name in fresh:
             _check_name(self.path, name)
             st = self._directory.stat(name)
-            if st is None:  # deleted between the listing and now: plan without it
-                return self.next_offsets(previous)
+            if st is None:
+                return "again"
             files.append([name, st.size, st.modified_ns])
         seen = sorted([*older, *fresh])
         return {"files": files, "last": fresh[-1], "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}

@@ -376,7 +376,10 @@ class Engine:
         discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
         touched = set().union(*(w.touched for w in works))
         last = work.epoch - 1  # epochs commit in order: every earlier one has
-        failed = {p.name for p in state.keyed if self._lost_state(p.name) or (p.name in touched and not self._revert(p, last))}
+        # A survivor of an earlier rollback may stand past ``last`` (it skipped the
+        # epochs being re-run): what it holds up to its own frontier is committed.
+        own = {name: max(last, at) for name, at in state.frontier.items()}
+        failed = {p.name for p in state.keyed if self._lost_state(p.name) or (p.name in touched and not self._revert(p, own[p.name]))}
         failed |= self._failed
         if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
             failed = set(self.pipeline.processors)
@@ -385,14 +388,15 @@ class Engine:
         garbage.sweep(self.fs, self.root, state.store)  # what the discarded epochs wrote
         for p in self.pipeline.processors.values():
             if p.spec.sink:
-                state.operators[p.name].abort_output(last)
+                state.operators[p.name].abort_output(own[p.name])
         self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
         return discarded
 
     def _revert(self, p: Processor, last: int) -> bool:
         """Take back in memory what discarded epochs changed in ``p``'s state (whole:
-        no block lost), so that it survives at ⊤ as of ``last``; False if it cannot."""
+        no block lost), so that it survives at ⊤ as of its ``last`` committed epoch;
+        False if it cannot."""
         if p.region is not None:  # loop and region processors stand at ticks inside epochs
             return False
         checkpoints = [t for t, _, _ in self.state.store.state_files(p.name) if isinstance(t, int)]
@@ -400,7 +404,10 @@ class Engine:
 
     def _lost_state(self, name: str) -> bool:
         """Whether processor ``name``'s state lost a block (or cannot be checked)."""
-        held = self.state.operators[name].held()
+        try:
+            held = self.state.operators[name].held()
+        except Exception:  # e.g. a state load in the background failed: restore it
+            return True
         return held is None or lost_blocks(self.spark, held)
 
     def _roll_back(self, failed: frozenset[str], last: int) -> None:

@@ -56,3 +56,19 @@ def lost_blocks(spark: SparkSession, frames: Iterable[DataFrame]) -> bool:
                 return True
     return False
 
+
+
+def fewest_copies(spark: SparkSession, frames: Iterable[DataFrame]) -> int:
+    """The fewest live executors holding a block of any partition of the RDDs the
+    ``frames`` are checkpointed in (0 if a block is lost; 2 when every pair is whole
+    again after a loss). One call to the block manager master per partition: for
+    tests and diagnostics."""
+    jvm: Any = spark.sparkContext._jvm
+    master = jvm.org.apache.spark.SparkEnv.get().blockManager().master()
+    fewest: int | None = None
+    for df in frames:
+        for rdd in checkpointed_rdds(df):
+            for partition in range(int(rdd.getNumPartitions())):
+                held = int(master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(int(rdd.id()), partition)).size())
+                fewest = held if fewest is None else min(fewest, held)
+    return 0 if fewest is None else fewest

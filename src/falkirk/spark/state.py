@@ -200,6 +200,15 @@ class KeyedState:
             self.base  # noqa: B018 - a restore in flight lands first (and is retired by the caller)
         self._base = df
 
+    def _replaced_runs(self) -> list[DataFrame]:
+        """The runs held, for a caller about to replace the whole state: a load in the
+        background that failed (its executor lost, say) leaves no base to retire."""
+        try:
+            return self.held_runs()
+        except Exception:  # what replaces the state will be loaded anew
+            self._restoring = None
+            return [run for run in (self._base, *self.deltas) if run is not None]
+
     def held_runs(self) -> list[DataFrame]:
         """The runs materialised so far (a restore in flight lands first)."""
         if self._restoring is not None:
@@ -326,9 +335,10 @@ class KeyedState:
         drop: Column = F.col(DELETED)
         if self.keep_tombstones:  # a later delta checkpoint must still record them
             drop = drop & (F.col(EPOCH) <= self.checkpointed_epoch)
-        for run in self._runs():
-            self.retire(self.version, run)
+        old = self._runs()
         self.base = self._materialise(merged.filter(~drop), partitioned=True)
+        for run in old:  # only once the new base stands (materialising it may fail)
+            self.retire(self.version, run)
         self.base_epoch = self.version
         self.deltas = []
         self.delta_epochs = []
@@ -367,7 +377,7 @@ class KeyedState:
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""
-        for run in self.held_runs():
+        for run in self._replaced_runs():
             self.retire(self.version, run)
         self._base = None  # empty again, materialised when first needed
         self.base_epoch = 0
@@ -430,7 +440,7 @@ class KeyedState:
             raise ValueError(f"no base checkpoint at or before epoch {epoch}")
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
-        for run in self.held_runs():
+        for run in self._replaced_runs():
             self.retire(self.version, run)
         if len(usable) - bases[-1] == 1:  # a base alone holds one row per key (and no tombstone that counts)
             load = partial(self._materialise, rows.filter(~F.col(DELETED)))
@@ -450,7 +460,7 @@ class KeyedState:
     def load(self, rows: DataFrame, epoch: int) -> None:
         """Replace the state by ``rows`` (keys and values, one row per key) as of
         ``epoch``, materialised now."""
-        for run in self.held_runs():
+        for run in self._replaced_runs():
             self.retire(self.version, run)
         self._restoring = None
         columns = [*map(quote, (*self.keys, *self.values)), f"CAST({epoch} AS bigint) AS {EPOCH}", f"false AS {DELETED}"]
