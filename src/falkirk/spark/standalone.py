@@ -88,6 +88,8 @@ class Cluster:
                 return json.loads(r.read().decode())  # type: ignore[no-any-return]
         except OSError as exc:
             raise ClusterError(f"the master's web UI on 127.0.0.1:{self.webui_port} does not answer ({exc})") from exc
+        except ValueError as exc:  # an empty or partial page while the master starts
+            raise ClusterError(f"the master's web UI on 127.0.0.1:{self.webui_port} answered without JSON ({exc})") from exc
 
     def alive_workers(self) -> int:
         alive = self.status().get("aliveworkers", 0)
