@@ -39,7 +39,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
@@ -51,13 +51,12 @@ from falkirk.runtime.epochs import topology
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
-from falkirk.runtime.losses import discard, first_line, give_up_after
+from falkirk.runtime.losses import discard, failed_after_loss, first_line, give_up_after
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.setup import check_spelling, local_root, set_up_operators
 from falkirk.runtime.state import RunState
-from falkirk.spark.blocks import lost_blocks
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.session import is_local, spark_session
 from falkirk.spark.state import REPLICAS_CONF
@@ -379,8 +378,7 @@ class Engine:
         # A survivor of an earlier rollback may stand past ``last`` (it skipped the
         # epochs being re-run): what it holds up to its own frontier is committed.
         own = {name: max(last, at) for name, at in state.frontier.items()}
-        failed = {p.name for p in state.keyed if self._lost_state(p.name) or (p.name in touched and not self._revert(p, own[p.name]))}
-        failed |= self._failed
+        failed = failed_after_loss(state, self.spark, touched, own) | self._failed
         if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
             failed = set(self.pipeline.processors)
         self._failed = set()
@@ -392,23 +390,6 @@ class Engine:
         self._roll_back(frozenset(failed), last)
         self.report.executor_losses.append(work.epoch)
         return discarded
-
-    def _revert(self, p: Processor, last: int) -> bool:
-        """Take back in memory what discarded epochs changed in ``p``'s state (whole:
-        no block lost), so that it survives at ⊤ as of its ``last`` committed epoch;
-        False if it cannot."""
-        if p.region is not None:  # loop and region processors stand at ticks inside epochs
-            return False
-        checkpoints = [t for t, _, _ in self.state.store.state_files(p.name) if isinstance(t, int)]
-        return self.state.operators[p.name].revert(last, max(checkpoints, default=0))
-
-    def _lost_state(self, name: str) -> bool:
-        """Whether processor ``name``'s state lost a block (or cannot be checked)."""
-        try:
-            held = self.state.operators[name].held()
-        except Exception:  # e.g. a state load in the background failed: restore it
-            return True
-        return held is None or lost_blocks(self.spark, held)
 
     def _roll_back(self, failed: frozenset[str], last: int) -> None:
         """Roll back after in-process failures of ``failed`` after epoch ``last``

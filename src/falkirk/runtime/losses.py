@@ -1,5 +1,5 @@
-"""Executor losses while epochs are in flight: what is discarded, and when the engine
-stops treating an error as a lost executor (:meth:`Engine._recover_from_executor_loss
+"""Executor losses while epochs are in flight: what is discarded, which processors
+failed, and when the engine stops treating an error as a lost executor (:meth:`Engine._recover_from_executor_loss
 <falkirk.runtime.engine.Engine>`)."""
 
 from __future__ import annotations
@@ -8,8 +8,12 @@ import contextlib
 from collections import deque
 from concurrent.futures import Future
 
-from falkirk.graph import GraphError
+from pyspark.sql import SparkSession
+
+from falkirk.graph import GraphError, Processor
 from falkirk.runtime.epoch import EpochWork
+from falkirk.runtime.state import RunState
+from falkirk.spark.blocks import lost_blocks
 
 #: Executor losses recovered in a row with no commit between them before the
 #: engine gives up (the error is then not a lost executor, or recurs every time).
@@ -42,6 +46,34 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
             df.unpersist()
     inflight.clear()
     return len(discarded)
+
+
+def failed_after_loss(state: RunState, spark: SparkSession, touched: set[str], own: dict[str, int]) -> set[str]:
+    """The keyed processors to hand to the solver as failed after an executor loss:
+    those whose state lost a block (or cannot say), and those that ran a step of a
+    discarded epoch (``touched``) and cannot take it back in memory. ``own``: each
+    processor's last committed epoch (a survivor of an earlier rollback may stand
+    past the failed epoch's predecessor)."""
+    return {p.name for p in state.keyed if _lost_state(state, spark, p) or (p.name in touched and not _revert(state, p, own[p.name]))}
+
+
+def _revert(state: RunState, p: Processor, last: int) -> bool:
+    """Take back in memory what discarded epochs changed in ``p``'s state (whole:
+    no block lost), so that it survives at ⊤ as of its ``last`` committed epoch;
+    False if it cannot."""
+    if p.region is not None:  # loop and region processors stand at ticks inside epochs
+        return False
+    checkpoints = [t for t, _, _ in state.store.state_files(p.name) if isinstance(t, int)]
+    return state.operators[p.name].revert(last, max(checkpoints, default=0))
+
+
+def _lost_state(state: RunState, spark: SparkSession, p: Processor) -> bool:
+    """Whether ``p``'s state lost a block (or cannot be checked)."""
+    try:
+        held = state.operators[p.name].held()
+    except Exception:  # e.g. a state load in the background failed: restore it
+        return True
+    return held is None or lost_blocks(spark, held)
 
 
 def first_line(exc: BaseException) -> str:
