@@ -112,10 +112,7 @@ class LocalDirectory:
         return FileStat(st.st_size, st.st_mtime_ns)
 
     def placed_ns(self, name: str) -> int:
-        try:
-            return os.stat(Path(self.path) / name).st_ctime_ns
-        except FileNotFoundError:
-            return 0
+        return _changed_ns(self.location(name))
 
     def location(self, name: str) -> str:
         return str(Path(self.path) / name)
@@ -176,10 +173,7 @@ class HadoopDirectory:
     def placed_ns(self, name: str) -> int:
         local = self.local(name)
         if local is not None:
-            try:
-                return os.stat(local).st_ctime_ns
-            except FileNotFoundError:
-                return 0
+            return _changed_ns(local)
         status = self._status(name)
         return 0 if status is None else int(status.getModificationTime()) * 1_000_000
 
@@ -196,3 +190,12 @@ class HadoopDirectory:
         fs = self._hadoop()
         fs.mkdirs(archive)
         fs.replace(self.location(name), f"{archive.rstrip('/')}/{name}")
+
+
+def _changed_ns(path: str) -> int:
+    """When the local file ``path``'s inode last changed (created, renamed, copied
+    in); 0 if it is gone."""
+    try:
+        return os.stat(path).st_ctime_ns
+    except FileNotFoundError:
+        return 0

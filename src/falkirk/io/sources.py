@@ -100,13 +100,14 @@ class FileSource:
         that read from this source; None before the first), or None when no new file
         is there. Raises :class:`LateInputError` if a file arrived that sorts before
         one already consumed, and :class:`SourceError` for a name Spark cannot read."""
-        for _ in range(5):  # a file deleted between the listing and its stat: list again
-            planned = self._plan(previous)
-            if not isinstance(planned, str):
-                return planned
+        for _ in range(5):
+            try:
+                return self._plan(previous)
+            except _Vanished:  # a file deleted between the listing and its stat: list again
+                continue
         raise SourceError(f"FileSource({self.path!r}): files keep disappearing while the next epoch is planned; is something deleting input?")
 
-    def _plan(self, previous: Offsets | None) -> Offsets | str | None:
+    def _plan(self, previous: Offsets | None) -> Offsets | None:
         planned_at = time.time_ns()  # before listing: anything placed after it is newer
         names = self._names()
         last: str | None = previous["last"] if previous else None
@@ -123,7 +124,7 @@ class FileSource:
             _check_name(self.path, name)
             st = self._directory.stat(name)
             if st is None:
-                return "again"
+                raise _Vanished(name)
             files.append([name, st.size, st.modified_ns])
         seen = sorted([*older, *fresh])
         return {"files": files, "last": fresh[-1], "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
@@ -231,6 +232,10 @@ class FileSource:
         reader = spark.read.schema(self.schema).options(**self.options).option("__globPaths__", "false")
         # format().load(): DataFrameReader.text() would reset options such as wholetext
         return reader.format(self.format).load(paths)
+
+
+class _Vanished(Exception):
+    """A file listed for the next epoch was gone when it was examined."""
 
 
 _REPLAY_ADVICE = (

@@ -16,7 +16,9 @@ from pyspark.sql.types import DataType, DoubleType, LongType, StructField, Struc
 from falkirk.graph.specs import AggregateSpec
 from falkirk.operators.base import Step, require
 from falkirk.operators.keyed import KeyedOperator
-from falkirk.spark.state import KeyedState, materialise, quote
+from falkirk.spark.frames import quote
+from falkirk.spark.materialise import materialise
+from falkirk.spark.state import KeyedState
 
 AggSpec = Mapping[str, tuple[str, str | None]]
 

@@ -22,7 +22,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from falkirk.graph.specs import BufferSpec
 from falkirk.operators.base import Chain, Operator, Step
 from falkirk.spark.frames import empty
-from falkirk.spark.state import materialise
+from falkirk.spark.materialise import materialise
 
 TIME = "_time"
 
@@ -102,9 +102,9 @@ class BufferOperator(Operator):
                 self._retired += [(t, self.parts.pop(t)) for t in old]
                 if self.restored is not None:
                     self.restored = self.restored.filter(F.col(TIME) > committed - self.retain)
-            done = [df for _, df in self._retired]
+            free = [df for _, df in self._retired]
             self._retired = []
-        for df in done:
+        for df in free:
             df.unpersist()
 
     def rows(self) -> DataFrame:

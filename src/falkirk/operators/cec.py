@@ -51,7 +51,8 @@ from falkirk.operators.window_frames import (
     check_signature,
 )
 from falkirk.recovery.extent import Extent, extent_kind, extent_start
-from falkirk.spark.state import KeyedState, materialise
+from falkirk.spark.materialise import materialise
+from falkirk.spark.state import KeyedState
 
 E_COLUMNS = ("watermark", "closed_at", "max_time", "input_rows", "log_rows")
 #: The epoch row also records the window's settings (see ``window.signature``).

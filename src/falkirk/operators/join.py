@@ -29,8 +29,8 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from falkirk.graph import GraphError
 from falkirk.graph.specs import JoinSpec
 from falkirk.operators.base import Chain, Operator, Step, require
+from falkirk.spark.materialise import materialise
 from falkirk.spark.rows import ARRIVED, KeyedRows, chain_files
-from falkirk.spark.state import materialise
 
 EARLY = "_early"
 SIDE = "_side"

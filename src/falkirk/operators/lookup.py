@@ -21,7 +21,7 @@ from falkirk.graph import GraphError
 from falkirk.graph.specs import LookupSpec
 from falkirk.operators.base import Step, require
 from falkirk.operators.keyed import KeyedOperator
-from falkirk.spark.state import materialise
+from falkirk.spark.materialise import materialise
 
 #: Helper columns of the lookup and of its keyed state's runs.
 RESERVED = ("_v", "_found", "_epoch", "_deleted")

@@ -24,7 +24,9 @@ from falkirk.graph import GraphError
 from falkirk.graph.specs import StatefulSpec
 from falkirk.operators.base import Step, require
 from falkirk.operators.keyed import KeyedOperator
-from falkirk.spark.state import KeyedState, materialise, quote
+from falkirk.spark.frames import quote
+from falkirk.spark.materialise import materialise
+from falkirk.spark.state import KeyedState
 
 KIND = "_falkirk_kind"
 ROW = "_falkirk_row"

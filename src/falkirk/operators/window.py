@@ -56,7 +56,8 @@ from falkirk.operators.window_frames import (
     signature,
 )
 from falkirk.recovery.extent import extent_start
-from falkirk.spark.state import DELETED, EPOCH, KeyedState, materialise
+from falkirk.spark.materialise import materialise
+from falkirk.spark.state import DELETED, EPOCH, KeyedState
 
 META, WATERMARK, CLOSED_AT, MAX_TIME, SPEC = "_meta", "_watermark", "_closed_at", "_max_time", "_spec"
 #: The watermark of the epoch that ends the input: past every window.

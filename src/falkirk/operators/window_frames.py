@@ -37,7 +37,7 @@ from falkirk.graph import GraphError
 from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape, WindowSpec
 from falkirk.operators.aggregate import combine_sql, epoch_partials, final_sql, partials_of
 from falkirk.operators.stateful import plain_values
-from falkirk.spark.state import quote
+from falkirk.spark.frames import quote
 
 START, END, LAST, FP = "start", "end", "last", "fp"
 #: A window's rows, kept when a user function computes its result.

@@ -34,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -55,11 +56,11 @@ from falkirk.runtime.losses import discard, failed_after_loss, first_line, give_
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
-from falkirk.runtime.setup import check_spelling, local_root, set_up_operators
+from falkirk.runtime.setup import check_replicas, check_spelling, local_root, set_up_operators
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error, is_executor_loss
-from falkirk.spark.session import is_local, spark_session
-from falkirk.spark.state import REPLICAS_CONF
+from falkirk.spark.materialise import REPLICAS_CONF
+from falkirk.spark.session import spark_session
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
 from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
@@ -101,8 +102,6 @@ class Engine:
         pipeline.check()
         if max_in_flight < 1:
             raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
-        if replicas not in (1, 2):
-            raise GraphError(f"replicas must be 1 or 2, got {replicas}")
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
         self.spark = spark or spark_session()
@@ -110,17 +109,7 @@ class Engine:
         #: the pipeline going through the loss of one executor with nothing rolled
         #: back (Flux's partition pairs; needs a cluster of two executors or more).
         self.replicas = replicas
-        for p in pipeline.processors.values():
-            if p.policy.replicas not in (1, 2):
-                raise GraphError(f"processor {p.name!r}: its policy's replicas must be 1 or 2, got {p.policy.replicas}")
-        paired = [p.name for p in pipeline.processors.values() if p.policy.replicas > 1]
-        if (replicas > 1 or paired) and is_local(self.spark.sparkContext.master or "local"):
-            who = f"replicas={replicas}" if replicas > 1 else f"replicas=2 in the policy of {', '.join(map(repr, paired))}"
-            raise GraphError(
-                f"{who} keeps copies on different executors, and master {self.spark.sparkContext.master!r} "
-                "has one: run on a cluster (FALKIRK_SPARK_MASTER=spark://...; python -m falkirk.spark.standalone "
-                "starts one on this machine), or use replicas=1"
-            )
+        check_replicas(pipeline, self.spark.sparkContext.master or "local", replicas)
         self.spark.conf.set(REPLICAS_CONF, str(replicas))
         self.fs, self.root = filesystem_for(storage, self.spark)
         #: The pipeline's name and its storage root's: what names its external
@@ -288,7 +277,10 @@ class Engine:
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
             self.loops = LoopStage(
-                self.state, self.runner, self._commit_iteration, SequenceStage(self.state, self.runner, self._commit_chunk)
+                self.state,
+                self.runner,
+                partial(self._commit_part, "iteration"),
+                SequenceStage(self.state, self.runner, partial(self._commit_part, "chunk")),
             )
             self._loop(pool, max_epochs)
             self._collect(self.state.ledger.flush())
@@ -449,20 +441,14 @@ class Engine:
 
     # -- one epoch ------------------------------------------------------------------------
 
-    def _commit_iteration(self, work: EpochWork, ticks: dict[str, Tick]) -> None:
-        """Commit one iteration of a loop: what its processors persisted at their
-        ``ticks`` and their Ξ there (see :mod:`falkirk.runtime.loop`)."""
-        crash_point("iteration.written")
+    def _commit_part(self, unit: str, work: EpochWork, ticks: dict[str, Tick]) -> None:
+        """Commit one part of an epoch - a loop's ``"iteration"`` or a sequence-number
+        region's ``"chunk"``: what its processors persisted at their ``ticks`` and
+        their Ξ there (see :mod:`falkirk.runtime.loop`, :mod:`falkirk.runtime.sequence`),
+        between the crash points ``<unit>.written`` and ``<unit>.committed``."""
+        crash_point(f"{unit}.written")
         self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
-        crash_point("iteration.committed")
-        self.edges.act()
-
-    def _commit_chunk(self, work: EpochWork, ticks: dict[str, Tick]) -> None:
-        """Commit one chunk of a sequence-number region: what its processors persisted
-        at their ``ticks`` and their Ξ there (see :mod:`falkirk.runtime.sequence`)."""
-        crash_point("chunk.written")
-        self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
-        crash_point("chunk.committed")
+        crash_point(f"{unit}.committed")
         self.edges.act()
 
     def _collect(self, files: list[StoredFile]) -> None:

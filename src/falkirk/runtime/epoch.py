@@ -39,7 +39,7 @@ from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
-from falkirk.spark.state import replicated
+from falkirk.spark.materialise import replicated
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 

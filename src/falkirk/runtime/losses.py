@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from falkirk.graph import GraphError, Processor
 from falkirk.runtime.epoch import EpochWork
 from falkirk.runtime.state import RunState
-from falkirk.spark.blocks import lost_blocks
+from falkirk.spark.blocks import cached_partitions, lost_blocks
 
 #: Executor losses recovered in a row with no commit between them before the
 #: engine gives up (the error is then not a lost executor, or recurs every time).
@@ -54,7 +54,8 @@ def failed_after_loss(state: RunState, spark: SparkSession, touched: set[str], o
     discarded epoch (``touched``) and cannot take it back in memory. ``own``: each
     processor's last committed epoch (a survivor of an earlier rollback may stand
     past the failed epoch's predecessor)."""
-    return {p.name for p in state.keyed if _lost_state(state, spark, p) or (p.name in touched and not _revert(state, p, own[p.name]))}
+    cached = cached_partitions(spark)  # one call to the block manager master for all
+    return {p.name for p in state.keyed if _lost_state(state, spark, p, cached) or (p.name in touched and not _revert(state, p, own[p.name]))}
 
 
 def _revert(state: RunState, p: Processor, last: int) -> bool:
@@ -67,13 +68,13 @@ def _revert(state: RunState, p: Processor, last: int) -> bool:
     return state.operators[p.name].revert(last, max(checkpoints, default=0))
 
 
-def _lost_state(state: RunState, spark: SparkSession, p: Processor) -> bool:
+def _lost_state(state: RunState, spark: SparkSession, p: Processor, cached: dict[int, int]) -> bool:
     """Whether ``p``'s state lost a block (or cannot be checked)."""
     try:
         held = state.operators[p.name].held()
     except Exception:  # e.g. a state load in the background failed: restore it
         return True
-    return held is None or lost_blocks(spark, held)
+    return held is None or lost_blocks(spark, held, cached)
 
 
 def first_line(exc: BaseException) -> str:

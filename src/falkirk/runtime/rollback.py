@@ -17,7 +17,7 @@ from falkirk.recovery import CheckpointMeta, solve
 from falkirk.runtime.epochs import tick
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.state import RunState
-from falkirk.spark.state import replicated
+from falkirk.spark.materialise import replicated
 from falkirk.storage import Forget
 from falkirk.time import Frontier
 from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, start_tick, whole

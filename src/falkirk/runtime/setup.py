@@ -1,5 +1,6 @@
-"""Before a run touches its storage: the operators set up and checked, and the
-storage root's spelling checked against how it was used before."""
+"""Before a run touches its storage: the operators set up and checked, the copies
+of state asked for checked against the master, and the storage root's spelling
+checked against how it was used before."""
 
 from __future__ import annotations
 
@@ -11,9 +12,29 @@ from pyspark.sql.types import StructType
 from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator, operator_for
 from falkirk.operators.loop import FeedbackOperator
+from falkirk.spark.session import is_local
 from falkirk.storage import StorageError
 from falkirk.storage.filesystem import is_uri, local_path
 from falkirk.storage.schema import DB_NAME
+
+
+def check_replicas(pipeline: Pipeline, master: str, replicas: int) -> None:
+    """Refuse copies of state that cannot be kept: ``replicas`` (the engine's, for
+    every processor) or a policy's ``replicas`` other than 1 or 2, and 2 on a master
+    with one executor (``local``)."""
+    if replicas not in (1, 2):
+        raise GraphError(f"replicas must be 1 or 2, got {replicas}")
+    for p in pipeline.processors.values():
+        if p.policy.replicas not in (1, 2):
+            raise GraphError(f"processor {p.name!r}: its policy's replicas must be 1 or 2, got {p.policy.replicas}")
+    paired = [p.name for p in pipeline.processors.values() if p.policy.replicas > 1]
+    if (replicas > 1 or paired) and is_local(master):
+        who = f"replicas={replicas}" if replicas > 1 else f"replicas=2 in the policy of {', '.join(map(repr, paired))}"
+        raise GraphError(
+            f"{who} keeps copies on different executors, and master {master!r} has one: run on a cluster "
+            "(FALKIRK_SPARK_MASTER=spark://...; python -m falkirk.spark.standalone starts one on this machine), "
+            "or use replicas=1"
+        )
 
 
 def set_up_operators(

@@ -1,7 +1,7 @@
 """Which materialised DataFrames lost blocks when an executor died.
 
 State is kept in the executors as locally checkpointed RDDs
-(:func:`~falkirk.spark.state.materialise`): their lineage is cut, so a block lost
+(:func:`~falkirk.spark.materialise.materialise`): their lineage is cut, so a block lost
 with its executor cannot be recomputed, and the first job that needs it fails
 ("Checkpoint block rdd_N_M not found"). After an executor loss the engine asks, for
 each keyed processor, whether every block of every DataFrame holding its state is
@@ -45,10 +45,11 @@ def cached_partitions(spark: SparkSession) -> dict[int, int]:
     return {int(info.id()): int(info.numCachedPartitions()) for info in infos}
 
 
-def lost_blocks(spark: SparkSession, frames: Iterable[DataFrame]) -> bool:
+def lost_blocks(spark: SparkSession, frames: Iterable[DataFrame], cached: dict[int, int] | None = None) -> bool:
     """True if some partition of an RDD the ``frames`` are checkpointed in has no
-    block on any live executor."""
-    cached = cached_partitions(spark)
+    block on any live executor. ``cached``: :func:`cached_partitions`, asked once for
+    several calls (asked here if not given)."""
+    cached = cached_partitions(spark) if cached is None else cached
     for df in frames:
         for rdd in checkpointed_rdds(df):
             partitions = int(rdd.getNumPartitions())

@@ -15,3 +15,8 @@ def empty(spark: SparkSession, schema: StructType) -> DataFrame:
     jschema = spark._jsparkSession.parseDataType(schema.json())
     rows = spark._jsc.emptyRDD()
     return DataFrame(spark._jsparkSession.createDataFrame(rows, jschema), spark)
+
+
+def quote(name: str) -> str:
+    """``name`` as a SQL identifier (for ``selectExpr``)."""
+    return "`" + name.replace("`", "``") + "`"

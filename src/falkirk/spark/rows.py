@@ -28,7 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from falkirk.spark.frames import empty
-from falkirk.spark.state import COMPACT_EVERY, materialise
+from falkirk.spark.materialise import materialise
+from falkirk.spark.state import COMPACT_EVERY
 from falkirk.storage import StoredFile
 
 #: The column holding the epoch a row arrived in.
@@ -133,9 +134,9 @@ class KeyedRows:
 
     def release(self, committed: int) -> None:
         with self._lock:
-            done = [df for e, df in self._retired if e <= committed]
+            free = [df for e, df in self._retired if e <= committed]
             self._retired = [(e, df) for e, df in self._retired if e > committed]
-        for df in done:
+        for df in free:
             df.unpersist()
 
     def reset(self) -> None:
