@@ -12,6 +12,10 @@ the whole pipeline takes aligned barrier checkpoints every K epochs (Wallaroo)
 instead of its per-processor policies; the output is the same. With
 ``--replicated`` (on a cluster: ``FALKIRK_SPARK_MASTER=spark://...``) every block of
 state is kept on two executors, so the loss of one executor rolls nothing back.
+With ``--pair postgresql://...`` this driver is one of a driver pair: start a second
+one on another storage root (another host) with the same arguments otherwise; both
+process every epoch, one copy of each epoch reaches OUT and REJ, and either may be
+killed without stalling the output (a restarted one catches up from the other).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         help="aligned barrier checkpoints of the whole pipeline every K epochs (Wallaroo) instead of per-processor policies",
     )
     parser.add_argument("--replicated", action="store_true", help="keep two copies of the state on different executors (a cluster of 2+ executors)")
+    parser.add_argument("--pair", metavar="DSN", help="PostgreSQL database shared with the other driver of a driver pair")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
@@ -50,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         with Progress("clickstream", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1)
+            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1, pair=args.pair)
             engine.run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)

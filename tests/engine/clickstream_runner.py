@@ -7,7 +7,9 @@ SESSIONS and STATS name a policy: ``eager``, ``lazy:K``, ``log``, ``stateless``,
 generator (B batches of S sessions over U users). A last argument ``vec`` uses the
 vectorized sessionizer. With ``FALKIRK_TEST_STANDBY=1`` in the environment the
 engine runs as a warm standby and prints ``standby ready`` once it waits for the lock;
-``FALKIRK_TEST_LEASE=SECONDS`` sets the lease timeout of a URI root.
+``FALKIRK_TEST_LEASE=SECONDS`` sets the lease timeout of a URI root;
+``FALKIRK_TEST_PAIR=DSN`` makes the driver a member of a driver pair in that database
+(named ``FALKIRK_TEST_PAIR_NAME``).
 """
 
 from __future__ import annotations
@@ -45,5 +47,7 @@ if __name__ == "__main__":
     pipeline = build_pipeline(inp, out, rej, sessions_policy=policy(sessions), stats_policy=policy(stats), source=source, vectorized=vectorized)
     standby = os.environ.get("FALKIRK_TEST_STANDBY") == "1"
     lease = float(os.environ.get("FALKIRK_TEST_LEASE", "10"))
-    engine = Engine(pipeline, state, lease_timeout=lease)
-    engine.run(standby=standby, on_standby=lambda: print("standby ready", flush=True))
+    engine = Engine(pipeline, state, lease_timeout=lease, pair=os.environ.get("FALKIRK_TEST_PAIR"), pair_name=os.environ.get("FALKIRK_TEST_PAIR_NAME"))
+    report = engine.run(standby=standby, on_standby=lambda: print("standby ready", flush=True))
+    if report.caught_up_from is not None:
+        print(f"caught up from {report.caught_up_from}", flush=True)

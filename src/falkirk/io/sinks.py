@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 from falkirk.graph.exceptions import GraphError
 from falkirk.storage import CorruptStorageError, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, part_files
+from falkirk.storage.published import host_name, process_alive, process_start
 
 _EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
 _EPOCH_NUMBER = re.compile(r"/epoch-(\d+)\.parquet$")
@@ -122,7 +123,7 @@ class ParquetTableSink:
         fs.mkdirs(root)
         entries = fs.children(root)
         for path, _ in entries:
-            if path.rsplit("/", 1)[-1].startswith("_staging"):  # writes a crash interrupted
+            if _interrupted(path.rsplit("/", 1)[-1]):
                 fs.delete(path)
         if not any(_EPOCH_FILE.search(path) for path, _ in entries):
             self.write(self._stamp(empty, 0), 0)
@@ -141,7 +142,7 @@ class ParquetTableSink:
     def _write(self, df: DataFrame, epoch: int, fs: FileSystem, root: str, directory: str) -> list[StoredFile]:
         """Stage the epoch under ``root`` and move it into ``directory`` (the table, or
         its pending folder)."""
-        staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}")
+        staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}~{_WRITER}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
         parts = fs.make_durable(part_files(fs, staging))
         fs.mkdirs(directory)
@@ -152,6 +153,23 @@ class ParquetTableSink:
         record = {"size": stored[0].size, "sha256": stored[0].sha256}
         fs.write_bytes(_checksum_file(fs, final), json.dumps(record).encode())
         return stored
+
+
+#: Who stages a write (``pid.start@host``): a driver pair's two drivers share tables,
+#: and one must not remove what the other is writing.
+_WRITER = f"{os.getpid()}.{process_start(os.getpid())}@{host_name()}"
+
+
+def _interrupted(name: str) -> bool:
+    """Whether ``name`` is a staging folder of a write a crash interrupted: this
+    host's writer is dead (another host's is left alone: hidden, harmless)."""
+    if not name.startswith("_staging"):
+        return False
+    writer, at, host = name.partition("~")[2].partition("@")
+    if not at:
+        return True  # named before writers were recorded
+    pid, _, start = writer.partition(".")
+    return host == host_name() and pid.isdigit() and not process_alive(int(pid), None if start == "None" else start)
 
 
 def _checksum_file(fs: FileSystem, epoch_file: str) -> str:

@@ -4,27 +4,41 @@ Once the commits behind them are durable, sinks make released epochs visible
 (``release_output``, crash point ``sink.release``) and sources acknowledge input no
 recovery will read again (``acknowledge``, crash point ``source.ack``). Both are
 idempotent and are redone from the committed metadata after a restart.
+
+In a driver pair, each call first reports this driver's progress to the pair, and a
+source acknowledges input only once the other live driver may no longer read it
+either (a driver that is joining holds every acknowledgement back).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.observer import Observer
 from falkirk.runtime.state import RunState
+from falkirk.storage.pairs import PairStore
 
 
 class EdgeActions:
     """What was released and acknowledged in this run, and the next actions."""
 
-    def __init__(self, state: RunState, observer: Observer) -> None:
+    def __init__(self, state: RunState, observer: Observer, pair: PairStore | None = None) -> None:
         self.state = state
+        self.pair = pair
         self.observer = observer
         self.released: dict[str, int] = {}
         self.acknowledged: dict[str, int] = {}
+        #: Per source, (epoch, offsets) acknowledgeable here that the pair's other
+        #: driver may still read (in order): acknowledged once it may not.
+        self.held: dict[str, list[tuple[int, dict[str, Any]]]] = {}
 
     def act(self) -> None:
         """Release and acknowledge whatever the monitor allows since the last call."""
         ledger = self.state.ledger
+        if self.pair is not None:
+            released = min((ledger.released.get(s, 0) for s in ledger.sinks), default=0)
+            self.pair.progress(self.state.store.committed_epoch() or 0, released, dict(ledger.acknowledgeable))
         for name, upto in ledger.released.items():
             if upto > self.released.get(name, 0):
                 crash_point("sink.release")
@@ -34,7 +48,12 @@ class EdgeActions:
         for name in ledger.sources:
             upto, offsets = ledger.to_acknowledge(name, self.acknowledged.get(name, 0))
             if upto > self.acknowledged.get(name, 0):
-                if offsets:
-                    crash_point("source.ack")
-                    self.state.operators[name].acknowledge(offsets)
+                self.held.setdefault(name, []).extend(offsets)
                 self.acknowledged[name] = upto
+            held = self.held.get(name, [])
+            limit = self.pair.ack_limit(name) if self.pair is not None and held else None
+            ready = [o for e, o in held if limit is None or e <= limit]
+            if ready:
+                crash_point("source.ack")
+                self.state.operators[name].acknowledge(ready)
+                self.held[name] = held[len(ready) :]

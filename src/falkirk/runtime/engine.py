@@ -42,6 +42,7 @@ from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator
+from falkirk.operators.sink import SinkOperator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.dashboard import Dashboard, parse_address
@@ -54,6 +55,7 @@ from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
 from falkirk.runtime.losses import discard, failed_after_loss, first_line, give_up_after
 from falkirk.runtime.observer import Observer, telemetry_for
+from falkirk.runtime.pairing import Pair
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.setup import check_replicas, check_spelling, local_root, set_up_operators
@@ -62,6 +64,7 @@ from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
@@ -98,6 +101,8 @@ class Engine:
         lease_timeout: float = 10.0,
         ui: str | None = None,
         replicas: int = 1,
+        pair: str | None = None,
+        pair_name: str | None = None,
     ) -> None:
         pipeline.check()
         if max_in_flight < 1:
@@ -115,6 +120,17 @@ class Engine:
         #: The pipeline's name and its storage root's: what names its external
         #: transactions (two pipelines of one name on different roots never share one).
         self.identity = f"{pipeline.name}.{hashlib.sha256(self.root.encode()).hexdigest()[:12]}"
+        #: ``pair="postgresql://..."``: this driver is a member of the driver pair
+        #: ``pair_name`` (default: the pipeline's name) that shares that database
+        #: (Flux's dataflow pairs, see :mod:`falkirk.storage.pairs`). Both members
+        #: write the same sinks, so their external transactions share a name.
+        self.pair: Pair | None = None
+        if pair is not None:
+            name = pair_name or pipeline.name
+            self.pair = Pair(pair, name, self.root)
+            self.identity = f"{pipeline.name}.pair-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+        elif pair_name is not None:
+            raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
         self.published: PublishedMetadata | None = None
         if is_uri(self.root):
             self.meta_dir = Path(metadata_dir or default_metadata_dir(self.root)).absolute()
@@ -224,6 +240,8 @@ class Engine:
             try:
                 self._run(max_epochs)
             finally:
+                if self.pair is not None:
+                    self.pair.leave()
                 if self.published is not None:
                     self.published.release()
         finally:
@@ -244,6 +262,8 @@ class Engine:
         self._check_spelling()
         if self.published is not None:
             self.published.fetch()
+        if self.pair is not None:
+            self._join_pair()
         store = MetaStore(
             self.meta_dir,
             fs=self.fs,
@@ -256,6 +276,9 @@ class Engine:
             if self.published is not None:  # before anything is deleted: see published.py
                 self.published.claim(store.connection)
             operators, schemas = self._set_up()
+            for operator in operators.values():
+                if isinstance(operator, SinkOperator):
+                    operator.egress = self.pair
             self._operators = None  # a later run() of this engine sets up afresh
             self.state = RunState(
                 pipeline=self.pipeline,
@@ -266,7 +289,7 @@ class Engine:
                 fs=self.fs,
                 root=self.root,
                 store=store,
-                ledger=Ledger(self.pipeline, self.topology, store),
+                ledger=Ledger(self.pipeline, self.topology, store, ingress=self.pair),
                 report=self.report,
                 telemetry=self.telemetry,
             )
@@ -289,6 +312,26 @@ class Engine:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
             store.close()
+
+    def _join_pair(self) -> None:
+        """Join the driver pair; if another member's root is further ahead than
+        this one's, copy its committed state first (catch-up by state movement)
+        and recover from that, as a restarted driver would."""
+        assert self.pair is not None
+        self.pair.join(self.root)
+        own = 0
+        if (self.meta_dir / DB_NAME).exists():
+            mine = MetaStore(self.meta_dir, fs=self.fs, root=self.root, read_only=True)
+            try:
+                own = mine.committed_epoch() or 0
+            finally:
+                mine.close()
+        ahead = [m for m in self.pair.members() if m.name != self.pair.member and (m.committed or 0) > own]
+        if ahead:
+            best = max(ahead, key=lambda m: m.committed or 0)
+            src_fs, src_root = filesystem_for(best.root, self.spark)
+            copy_root(src_fs, src_root, self.fs, self.root, self.meta_dir)
+            self.report.caught_up_from = best.root
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
         state = self.state
@@ -434,7 +477,7 @@ class Engine:
         garbage.sweep(self.fs, self.root, state.store)  # work of crashed attempts
         state.ledger.start_monitor()
         rollback.settle(state)
-        self.edges = EdgeActions(state, self.observer)
+        self.edges = EdgeActions(state, self.observer, self.pair)
         self.edges.act()
         # After a recovery every processor stands at the last global checkpoint.
         self.barriers.start(min(state.frontier.values(), default=0))

@@ -22,6 +22,8 @@ not yet committed). With loops (:data:`LOOP_POINTS`): ``iteration.written``,
 written, not committed); and in a recovery that replays a processor's own input log
 (continuous eventual checkpoints): ``catch_up.started`` (the eventual checkpoint is
 loaded, nothing replayed) and ``catch_up.epoch`` (one more input epoch replayed).
+In a driver pair (:data:`PAIR_POINTS`): ``pair.claimed`` and ``pair.written`` (see
+:mod:`falkirk.runtime.pairing`).
 
 ``FALKIRK_KILL_WORKER_AT="point:n"`` (with ``FALKIRK_CLUSTER_DIR`` naming a cluster
 started by :mod:`falkirk.spark.standalone`) instead SIGKILLs a worker of that
@@ -72,6 +74,8 @@ CHUNK_POINTS = ("chunk.written", "chunk.committed")
 #: Reached by pipelines with keyed state; the last two only by a recovery that
 #: replays an input log into a restored state (ContinuousEventualCheckpoint).
 STATE_POINTS = ("state.written", "catch_up.started", "catch_up.epoch")
+#: Reached only by a driver of a driver pair (:mod:`falkirk.runtime.pairing`).
+PAIR_POINTS = ("pair.claimed", "pair.written")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from falkirk.graph import GraphError, Pipeline, Processor, Source
 from falkirk.graph.specs import SourceSpec
@@ -35,11 +35,23 @@ logger = logging.getLogger(__name__)
 Offsets = dict[str, Any] | None
 
 
+class Ingress(Protocol):
+    """Where a driver pair records each epoch's input once (see
+    :class:`falkirk.storage.pairs.PairStore`): ``{"offsets": {source: Offsets},
+    "end": bool}``."""
+
+    def assigned(self, epoch: int) -> dict[str, Any] | None: ...
+
+    def assign(self, epoch: int, plan: dict[str, Any]) -> dict[str, Any]: ...
+
+
 class Ledger:
     """The committed metadata of one run of a pipeline (see the module docstring)."""
 
-    def __init__(self, pipeline: Pipeline, topology: Topology, store: MetaStore) -> None:
+    def __init__(self, pipeline: Pipeline, topology: Topology, store: MetaStore, ingress: Ingress | None = None) -> None:
         self.pipeline = pipeline
+        #: A driver pair's shared assignment of epochs to input (None: a lone driver).
+        self.ingress = ingress
         self.topology = topology
         self.store = store
         self.sources: dict[str, Source] = {
@@ -80,11 +92,19 @@ class Ledger:
         input is planned instead (:attr:`end_of_input`)."""
         if epoch <= self.planned_upto:
             return {s: committed[epoch] for s, committed in self.offsets.items() if epoch in committed}
-        planned = {s: source.next_offsets(self.position[s]) for s, source in self.sources.items()}
-        end = None
-        if all(o is None for o in planned.values()):
-            if not finish or self.end_of_input is not None:
+        shared = self.ingress.assigned(epoch) if self.ingress is not None else None
+        if shared is None:
+            planned = {s: source.next_offsets(self.position[s]) for s, source in self.sources.items()}
+            ends = all(o is None for o in planned.values())
+            if ends and (not finish or self.end_of_input is not None):
                 return None
+            if self.ingress is not None:  # the pair's other driver may have planned it meanwhile
+                shared = self.ingress.assign(epoch, {"offsets": planned, "end": ends})
+        if shared is not None:
+            planned = {s: shared["offsets"].get(s) for s in self.sources}
+            ends = bool(shared["end"])
+        end = None
+        if ends:
             end = self.end_of_input = epoch
         self.store.commit(CommitBatch(offsets=[(s, epoch, o) for s, o in planned.items()], end_of_input=end))
         for s, o in planned.items():
@@ -176,13 +196,13 @@ class Ledger:
         """Forget what is pending now (at a clean stop); returns the files to delete."""
         return self.forget(Forget()) if self.pending else []
 
-    def to_acknowledge(self, source: str, after: int) -> tuple[int, list[dict[str, Any]]]:
-        """The acknowledgeable epoch of ``source`` and the offsets of its epochs in
-        (``after``, that epoch] (still retained: they are forgotten with the next
+    def to_acknowledge(self, source: str, after: int) -> tuple[int, list[tuple[int, dict[str, Any]]]]:
+        """The acknowledgeable epoch of ``source`` and its epochs in (``after``, that
+        epoch] with their offsets (still retained: they are forgotten with the next
         commit, and acknowledged before it)."""
         upto = self.acknowledgeable.get(source, 0)
         kept = self.offsets[source]
-        return upto, [o for e, o in sorted(kept.items()) if after < e <= upto and o is not None]
+        return upto, [(e, o) for e, o in sorted(kept.items()) if after < e <= upto and o is not None]
 
     def _forgotten(self, forget: Forget) -> None:
         for s, upto in forget.offsets_upto.items():

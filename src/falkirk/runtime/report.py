@@ -35,6 +35,9 @@ class RunReport:
     in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
     partial: list[tuple[frozenset[str], int, dict[str, int | None]]] = field(default_factory=list)
+    #: The root of the driver pair's member this driver copied its state from when it
+    #: joined behind it (catch-up), if it did.
+    caught_up_from: str | None = None
     #: Epochs during which an executor was lost (each recovered in the same driver).
     executor_losses: list[int] = field(default_factory=list)
     #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a

@@ -1,0 +1,72 @@
+"""Driver pairs (Flux's dataflow pairs): two drivers run the clickstream pipeline at
+once on their own storage roots, sharing their input assignment, their output tables
+and a PostgreSQL database. Each is SIGKILLed in turn - one in the middle of the
+egress (an epoch written, the other driver not yet told), the other at a random
+moment - the survivor goes on alone, a restarted driver catches up from the other's
+state; the whole output and dead-letter tables must equal one batch job's."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from falkirk.demo.clickstream import batch_output, batch_rejected, write_input
+from falkirk.storage.pairs import PairStore
+from tests.engine.test_clickstream_recovery import MIX, RUNNER, check
+
+pytestmark = pytest.mark.slow
+
+
+def member(clicks: Path, work: Path, root: str, dsn: str, name: str, crash: str | None = None) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    env.update(FALKIRK_TEST_PAIR=dsn, FALKIRK_TEST_PAIR_NAME=name)
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    args = [str(clicks), str(work / "out"), str(work / root), str(work / "rej"), *MIX]
+    return subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def output(proc: subprocess.Popen[bytes]) -> str:
+    out, err = proc.communicate(timeout=600)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(err.decode()[-3000:])
+    return out.decode()
+
+
+def test_either_driver_of_a_pair_dies_and_a_restarted_one_catches_up(spark, postgres_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    clicks = tmp_path / "clicks"
+    write_input(clicks, files=16, sessions_per_file=30, users=12, seed=17, bad_fraction=0.05)
+    expected = batch_output(spark, str(clicks)), batch_rejected(spark, str(clicks))
+    dsn, name = postgres_server.dsn, f"pair-{uuid.uuid4().hex[:8]}"
+    a = member(clicks, tmp_path, "a", dsn, name, crash="pair.written:3")
+    b = member(clicks, tmp_path, "b", dsn, name)
+    output(a)
+    assert a.returncode == -signal.SIGKILL, "a dies in the egress"
+    a = member(clicks, tmp_path, "a", dsn, name)  # back while b runs: behind it
+    watch = PairStore(dsn, name, "watcher")
+    watch.join("watcher")
+    deadline = time.monotonic() + 120
+    while not any(m.name == str(tmp_path / "a") and m.alive and not m.joining for m in watch.members()):
+        assert time.monotonic() < deadline and a.poll() is None, "a never rejoined the pair"
+        time.sleep(0.2)
+    watch.leave()
+    time.sleep(random.Random(3).uniform(0.5, 3.0))  # both run as a pair again
+    assert b.poll() is None, "b still runs (else this test no longer kills the survivor: give it more input)"
+    b.send_signal(signal.SIGKILL)
+    a_said = output(a)
+    output(b)
+    assert a.returncode == 0
+    assert f"caught up from {tmp_path / 'b'}" in a_said, "the restarted driver copies the live one's state"
+    b = member(clicks, tmp_path, "b", dsn, name)
+    b_said = output(b)
+    assert b.returncode == 0
+    assert f"caught up from {tmp_path / 'a'}" in b_said, "a went on alone: b copies its (stopped) state"
+    check(tmp_path, clicks, expected)

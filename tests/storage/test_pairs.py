@@ -1,0 +1,95 @@
+"""The driver pair's shared store against a real PostgreSQL: the ingress assigns an
+epoch once, the egress lets one member write each epoch (the other takes its files,
+or takes the claim over once the writer's connection is gone), acknowledgements wait
+for a joining member, and retained rows are collected."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from falkirk.storage import StoredFile
+from falkirk.storage.pairs import PairError, PairStore
+
+pytestmark = pytest.mark.usefixtures("postgres_server")
+
+
+@pytest.fixture
+def pair(postgres_server) -> tuple[PairStore, PairStore]:  # type: ignore[no-untyped-def]
+    name = f"p{uuid.uuid4().hex[:8]}"
+    a, b = PairStore(postgres_server.dsn, name, "/a"), PairStore(postgres_server.dsn, name, "/b")
+    a.join("/a")
+    b.join("/b")
+    yield a, b
+    a.leave()
+    b.leave()
+
+
+def test_the_ingress_assigns_each_epoch_once(pair: tuple[PairStore, PairStore]) -> None:
+    a, b = pair
+    first = a.assign(1, {"offsets": {"clicks": {"files": ["x"]}}, "end": False})
+    second = b.assign(1, {"offsets": {"clicks": {"files": ["y"]}}, "end": False})
+    assert first == second == {"offsets": {"clicks": {"files": ["x"]}}, "end": False}
+    assert b.assigned(1) == first and b.assigned(2) is None
+
+
+def test_the_egress_lets_one_member_write_and_hands_its_files_to_the_other(pair: tuple[PairStore, PairStore]) -> None:
+    a, b = pair
+    assert a.claim("out", 1) is None  # a writes
+    got: list[list[StoredFile] | None] = []
+    waiter = threading.Thread(target=lambda: got.append(b.claim("out", 1)))
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive(), "b waits while a (alive) writes"
+    files = [StoredFile("/t/epoch-1.parquet", 10, "ab" * 32)]
+    a.written("out", 1, files)
+    waiter.join(5)
+    assert got == [files]
+    assert a.claim("out", 1) == files, "a replay of a written epoch writes nothing"
+    assert a.egress("out") == [(1, "/a", True, 0)]
+
+
+def test_a_dead_writer_s_claim_is_taken_over_and_it_can_never_finish_it(postgres_server, pair: tuple[PairStore, PairStore]) -> None:  # type: ignore[no-untyped-def]
+    a, b = pair
+    assert a.claim("out", 2) is None
+    a.leave()  # its connection ends, as when its process is killed
+    assert b.claim("out", 2) is None, "b takes the unfinished claim over"
+    assert b.egress("out") == [(2, "/b", False, 1)]
+    a.join("/a")  # a comes back: the claim is b's now
+    with pytest.raises(PairError, match="taken over"):
+        a.written("out", 2, [])
+    b.written("out", 2, [])
+    assert a.claim("out", 2) == []
+
+
+def test_a_member_already_running_is_refused(postgres_server, pair: tuple[PairStore, PairStore]) -> None:  # type: ignore[no-untyped-def]
+    a, _ = pair
+    again = PairStore(postgres_server.dsn, a.pair, "/a")
+    with pytest.raises(PairError, match="already running"):
+        again.join("/a", wait=0.3)
+
+
+def test_acknowledgements_wait_for_the_other_live_member(pair: tuple[PairStore, PairStore]) -> None:
+    a, b = pair
+    assert a.ack_limit("clicks") == 0, "b is joining: nothing may be acknowledged"
+    b.progress(5, 4, {"clicks": 3})
+    assert a.ack_limit("clicks") == 3
+    b.leave()
+    assert a.ack_limit("clicks") is None, "no other live member: no limit"
+
+
+def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, PairStore]) -> None:
+    a, b = pair
+    for e in (1, 2, 3):
+        a.assign(e, {"offsets": {}, "end": False})
+        assert a.claim("out", e) is None
+        a.written("out", e, [])
+    a.progress(3, 3, {})
+    assert a.assigned(1) is not None, "b has not released anything yet"
+    b.progress(3, 2, {})
+    a.progress(3, 3, {})
+    assert [a.assigned(e) is None for e in (1, 2, 3)] == [True, True, False]
+    assert [e for e, *_ in a.egress("out")] == [3]
