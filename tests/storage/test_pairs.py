@@ -72,13 +72,23 @@ def test_a_member_already_running_is_refused(postgres_server, pair: tuple[PairSt
         again.join("/a", wait=0.3)
 
 
-def test_acknowledgements_wait_for_the_other_live_member(pair: tuple[PairStore, PairStore]) -> None:
+def test_acknowledgements_wait_for_the_other_member_even_dead(pair: tuple[PairStore, PairStore]) -> None:
     a, b = pair
     assert a.ack_limit("clicks") == 0, "b is joining: nothing may be acknowledged"
     b.progress(5, 4, {"clicks": 3})
     assert a.ack_limit("clicks") == 3
     b.leave()
-    assert a.ack_limit("clicks") is None, "no other live member: no limit"
+    assert a.ack_limit("clicks") == 3, "b may come back and replay from its own root"
+    with pytest.raises(PairError, match="running"):
+        b.join("/b")
+        a.remove("/b")
+    b.leave()
+    deadline = time.monotonic() + 5
+    while any(m.alive for m in a.members() if m.name == "/b"):  # the server ends b's session
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    a.remove("/b")
+    assert a.ack_limit("clicks") is None, "no other member: no limit"
 
 
 def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, PairStore]) -> None:
@@ -90,6 +100,29 @@ def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, Pa
     a.progress(3, 3, {})
     assert a.assigned(1) is not None, "b has not released anything yet"
     b.progress(3, 2, {})
+    b.leave()  # a dead member's needs are kept too
     a.progress(3, 3, {})
     assert [a.assigned(e) is None for e in (1, 2, 3)] == [True, True, False]
     assert [e for e, *_ in a.egress("out")] == [3]
+
+
+def test_a_pair_refuses_sinks_it_cannot_fence_and_roots_of_another_identity() -> None:
+    from falkirk.demo.clickstream import build_pipeline
+    from falkirk.demo.redis_postgres import build_pipeline as redis_to_postgres
+    from falkirk.graph import GraphError
+    from falkirk.runtime.setup import check_identity, check_pair_sinks
+    from falkirk.storage.pairs import pair_identity
+
+    check_pair_sinks(build_pipeline("in", "out", "rej"))  # Parquet tables: shared
+    with pytest.raises(GraphError, match="sink 'table' \\(PostgresSink\\) cannot be shared"):
+        check_pair_sinks(redis_to_postgres("redis://127.0.0.1:1", "s", "g", "postgresql://x@h/db", "t"))
+    one = pair_identity("clicks", "postgresql://u:secret@h1:5432/db", "p")
+    assert one == pair_identity("clicks", "postgresql://other@h1:5432/db", "p"), "credentials do not name the pair"
+    assert one != pair_identity("clicks", "postgresql://u@h2:5432/db", "p") != pair_identity("clicks", "postgresql://u@h1:5432/db", "q")
+    check_identity(None, one, paired=True)  # a fresh root
+    check_identity({"identity": one}, one, paired=True)
+    check_identity({"identity": "clicks.abc"}, "clicks.def", paired=False)  # a lone driver's copied root
+    with pytest.raises(GraphError, match="fresh root"):
+        check_identity({"identity": "clicks.abc"}, one, paired=True)  # a lone driver's root joining a pair
+    with pytest.raises(GraphError, match="fresh root"):
+        check_identity({"identity": one}, "clicks.abc", paired=False)  # a member's root run alone

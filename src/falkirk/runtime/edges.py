@@ -37,8 +37,9 @@ class EdgeActions:
         """Release and acknowledge whatever the monitor allows since the last call."""
         ledger = self.state.ledger
         if self.pair is not None:
-            released = min((ledger.released.get(s, 0) for s in ledger.sinks), default=0)
-            self.pair.progress(self.state.store.committed_epoch() or 0, released, dict(ledger.acknowledgeable))
+            committed = self.state.store.committed_epoch() or 0
+            released = min((ledger.released.get(s, 0) for s in ledger.sinks), default=committed)
+            self.pair.progress(committed, released, dict(ledger.acknowledgeable))
         for name, upto in ledger.released.items():
             if upto > self.released.get(name, 0):
                 crash_point("sink.release")

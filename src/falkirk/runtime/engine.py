@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -58,7 +59,14 @@ from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.pairing import Pair
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
-from falkirk.runtime.setup import check_replicas, check_spelling, local_root, set_up_operators
+from falkirk.runtime.setup import (
+    check_identity,
+    check_pair_sinks,
+    check_replicas,
+    check_spelling,
+    local_root,
+    set_up_operators,
+)
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
@@ -66,6 +74,7 @@ from falkirk.spark.session import spark_session
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import filesystem_for, is_uri
+from falkirk.storage.pairs import pair_identity
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
 from falkirk.time.ticks import Tick
@@ -127,8 +136,9 @@ class Engine:
         self.pair: Pair | None = None
         if pair is not None:
             name = pair_name or pipeline.name
+            check_pair_sinks(pipeline)
             self.pair = Pair(pair, name, self.root)
-            self.identity = f"{pipeline.name}.pair-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+            self.identity = pair_identity(pipeline.name, pair, name)
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
         self.published: PublishedMetadata | None = None
@@ -293,6 +303,7 @@ class Engine:
                 report=self.report,
                 telemetry=self.telemetry,
             )
+            check_identity(store.description(), self.identity, paired=self.pair is not None)
             self._start()  # refuses a root written by another pipeline
             self.observer.started(self.state)
             store.describe(self.pipeline.name, self.description)
@@ -314,21 +325,31 @@ class Engine:
             store.close()
 
     def _join_pair(self) -> None:
-        """Join the driver pair; if another member's root is further ahead than
-        this one's, copy its committed state first (catch-up by state movement)
-        and recover from that, as a restarted driver would."""
+        """Join the driver pair; if the furthest other member's root is ahead of
+        this one's, or acknowledged input this one's has not, copy its committed
+        state first (catch-up by state movement) and recover from that, as a
+        restarted driver would."""
         assert self.pair is not None
         self.pair.join(self.root)
         own = 0
         if (self.meta_dir / DB_NAME).exists():
-            mine = MetaStore(self.meta_dir, fs=self.fs, root=self.root, read_only=True)
+            store = MetaStore(self.meta_dir, fs=self.fs, root=self.root, read_only=True)
             try:
-                own = mine.committed_epoch() or 0
+                own = store.committed_epoch() or 0
             finally:
-                mine.close()
-        ahead = [m for m in self.pair.members() if m.name != self.pair.member and (m.committed or 0) > own]
-        if ahead:
-            best = max(ahead, key=lambda m: m.committed or 0)
+                store.close()
+        members = self.pair.members()
+        mine = next((m.acknowledgeable for m in members if m.name == self.pair.member), {})
+        others = [m for m in members if m.name != self.pair.member and m.committed is not None]
+        best = max(others, key=lambda m: m.committed or 0, default=None)
+        # Behind it, or it acknowledged input (deleted it, for some sources) that
+        # this root's recovery may read again: it ran on alone after this one stopped.
+        if best is not None and ((best.committed or 0) > own or any(e > mine.get(s, 0) for s, e in best.acknowledgeable.items())):
+            if not is_uri(best.root) and best.host != socket.gethostname():
+                raise GraphError(
+                    f"this driver must catch up from member {best.root!r} of the pair, a local directory on "
+                    f"host {best.host}: give the pair's members Hadoop URI roots (or one shared filesystem)"
+                )
             src_fs, src_root = filesystem_for(best.root, self.spark)
             copy_root(src_fs, src_root, self.fs, self.root, self.meta_dir)
             self.report.caught_up_from = best.root

@@ -5,11 +5,13 @@ checked against how it was used before."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Pipeline
+from falkirk.graph.specs import SinkSpec
 from falkirk.operators import Operator, operator_for
 from falkirk.operators.loop import FeedbackOperator
 from falkirk.spark.session import is_local
@@ -87,4 +89,34 @@ def check_spelling(root: str, *, uri_root: bool) -> None:
         raise StorageError(
             f"storage root {where} was used as {used} and is now given as {now}; give it as "
             f"{used} again (each spelling keeps its metadata its own way)"
+        )
+
+
+def check_pair_sinks(pipeline: Pipeline) -> None:
+    """Refuse sinks a driver pair cannot yet share. A pair's egress lets one driver
+    write each epoch and hands the other its files; a Parquet table's epoch file is
+    replaced whole by a second write, so even a killed driver's late write changes
+    nothing. A PostgreSQL or Redis sink is not yet fenced against such a late write
+    (it could add an epoch a second time)."""
+    from falkirk.io.sinks import MemorySink, ParquetTableSink
+
+    for p in pipeline.processors.values():
+        if isinstance(p.spec, SinkSpec) and not isinstance(p.spec.writer, ParquetTableSink | MemorySink):
+            raise GraphError(
+                f"sink {p.name!r} ({type(p.spec.writer).__name__}) cannot be shared by a driver pair yet: "
+                "a pair's sinks must be ParquetTableSinks. Run this pipeline without pair=, or with a warm standby"
+            )
+
+
+def check_identity(recorded: dict[str, Any] | None, identity: str, *, paired: bool) -> None:
+    """Refuse to turn a lone driver's root into a pair member's, or back: its
+    external writes are named after the identity it ran under."""
+    before = (recorded or {}).get("identity")
+    if before is None or before == identity:
+        return
+    if paired or ".pair-" in before:
+        raise GraphError(
+            f"this storage root was written under identity {before!r}, not {identity!r}: a driver pair's "
+            "members need roots of their own pair (start a member on a fresh root: it catches up from the "
+            "other), and a lone driver a root no pair used"
         )

@@ -22,13 +22,20 @@ all keyed by the pair's name:
 **The lease.** A member holds a session-level advisory lock (``pg_advisory_lock``)
 named after itself on its own connection for as long as it runs. PostgreSQL drops
 the lock the moment that connection ends - the driver stopped, or its process was
-killed (the kernel closes the socket), or, from another host, once TCP keepalives
-give up on it (this store asks for keepalives every second, dead after 5 s) - so
-the other member learns of a death without a timeout of its own. A member whose
+killed (the kernel closes the socket), or, for a host that died or was cut off, once
+the *server's* TCP keepalives and user timeout give up on the session (this store
+sets them for its session: probes every second, dead after about 5-10 s) - so the
+other member learns of a death without a timeout of its own. A member whose
 connection is lost stops: every call raises :class:`PairError` (it never reconnects
-under its old lease, which the other member may have taken over).
+under its old lease, which the other member may have taken over). So does a member
+when the PostgreSQL server restarts or fails over: the pair's database must stay up.
 
-The tables are created on first use. Rows of epochs every live member has released
+**A dead member still counts.** Until it comes back (or is removed with
+:meth:`PairStore.remove`), the other member acknowledges no input the dead one may
+read again and keeps every row it may need: a member that returns always finds what
+its own recovery replays.
+
+The tables are created on first use. Rows of epochs every member has released
 are deleted as members report progress (:meth:`PairStore.progress`), so they stay
 few however long the pair runs.
 """
@@ -36,6 +43,7 @@ few however long the pair runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -47,6 +55,8 @@ from typing import Any
 
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.filesystem import StoredFile
+
+logger = logging.getLogger(__name__)
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS falkirk_pair_members (
@@ -65,6 +75,9 @@ CREATE TABLE IF NOT EXISTS falkirk_pair_egress (
 
 #: How often a member waiting for the other's write of an epoch looks again (s).
 POLL = 0.02
+#: How long a member waits for a live member's write of one epoch before it stops
+#: with an error (that member holds its lease but does not finish: hung).
+MAX_WAIT = 600.0
 
 
 class PairError(StorageError):
@@ -118,7 +131,9 @@ class PairStore:
         try:
             self._conn = psycopg.connect(
                 self.dsn, autocommit=True, connect_timeout=10,
-                keepalives=1, keepalives_idle=1, keepalives_interval=1, keepalives_count=5,
+                keepalives=1, keepalives_idle=1, keepalives_interval=1, keepalives_count=5, tcp_user_timeout=5000,
+                # the server's side of the session: it drops the lease of a silent client
+                options="-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=5 -c tcp_user_timeout=5000",
             )
         except psycopg.Error as exc:
             raise PairError(f"cannot connect to the driver pair's PostgreSQL ({_where(self.dsn)}): {exc}".strip()) from exc
@@ -193,7 +208,7 @@ class PairStore:
 
     def progress(self, committed: int, released: int, acknowledgeable: dict[str, int]) -> None:
         """Record this member's progress, and delete the pair's rows of epochs every
-        live member has released (no recovery of either reads them again)."""
+        member - live or dead - has released (no recovery of either reads them again)."""
         with self._using() as conn:
             conn.execute(
                 "UPDATE falkirk_pair_members SET joining = false, committed = %s, released = %s, acknowledgeable = %s, "
@@ -201,18 +216,27 @@ class PairStore:
                 "WHERE pair = %s AND member = %s",
                 (committed, released, json.dumps(acknowledgeable), self.pair, self.member),
             )
-        live = [m for m in self.members() if m.alive]
-        if live and all(m.released is not None and not m.joining for m in live):
-            floor = min(m.released for m in live if m.released is not None)
+        members = self.members()
+        if all(m.released is not None and not m.joining for m in members):
+            floor = min(m.released for m in members if m.released is not None)
             with self._using() as conn:
                 conn.execute("DELETE FROM falkirk_pair_epochs WHERE pair = %s AND epoch <= %s", (self.pair, floor))
                 conn.execute("DELETE FROM falkirk_pair_egress WHERE pair = %s AND epoch <= %s", (self.pair, floor))
 
+    def remove(self, member: str) -> None:
+        """Forget ``member`` for good (it will not come back: its root is gone), so
+        that the pair acknowledges input and collects rows without waiting for it.
+        Refused while it runs."""
+        with self._using() as conn:
+            if self._alive(conn, member):
+                raise PairError(f"member {member!r} of driver pair {self.pair!r} is running; stop it first")
+            conn.execute("DELETE FROM falkirk_pair_members WHERE pair = %s AND member = %s", (self.pair, member))
+
     def ack_limit(self, source: str) -> int | None:
-        """The last epoch of ``source`` the other live members may no longer read:
-        the least of their acknowledgeable epochs (0 while one is joining); None
-        when no other member is alive."""
-        others = [m for m in self.members() if m.alive and m.name != self.member]
+        """The last epoch of ``source`` the other members - live or dead - may no
+        longer read: the least of their acknowledgeable epochs (0 while one is
+        joining); None when there is no other member."""
+        others = [m for m in self.members() if m.name != self.member]
         if not others:
             return None
         return min(0 if m.joining else m.acknowledgeable.get(source, 0) for m in others)
@@ -247,6 +271,8 @@ class PairStore:
         """Whether this member writes ``epoch`` of ``sink``: None when it does (it
         claimed it, or took the claim of a member that died before finishing), else
         the files the other member wrote (waiting while a live member writes)."""
+        started = time.monotonic()
+        warned = started
         while True:
             with self._using() as conn:
                 conn.execute(
@@ -264,6 +290,15 @@ class PairStore:
                     return None
                 if not self._alive(conn, owner) and self._take_over(conn, sink, epoch, owner):
                     return None
+            waited = time.monotonic() - started
+            if waited > MAX_WAIT:
+                raise PairError(
+                    f"member {owner!r} of driver pair {self.pair!r} holds its lease but has not written {sink} "
+                    f"epoch {epoch} in {waited:.0f} s: it is hung. Stop it (its lease ends with its connection)."
+                )
+            if time.monotonic() - warned > 30:
+                warned = time.monotonic()
+                logger.warning("waiting %.0f s for member %s of driver pair %s to write %s epoch %d", waited, owner, self.pair, sink, epoch)
             time.sleep(POLL)
 
     def _take_over(self, conn: Any, sink: str, epoch: int, owner: str) -> bool:
@@ -322,3 +357,13 @@ class PairStore:
 
 def _where(dsn: str) -> str:
     return dsn.split("@")[-1] if "@" in dsn else dsn
+
+
+def pair_identity(pipeline: str, dsn: str, pair: str) -> str:
+    """What names a pair's shared external writes: the pipeline, the pair's name and
+    where its database is (host, port and database; not the credentials), so two
+    pairs of one pipeline in different databases never share a name."""
+    import hashlib
+
+    where = _where(dsn).split("?")[0]
+    return f"{pipeline}.pair-{hashlib.sha256(f'{where}/{pair}'.encode()).hexdigest()[:12]}"
