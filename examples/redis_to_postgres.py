@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--idle-exit", type=float, default=5.0, help="exit after this many seconds without new entries")
     parser.add_argument("--max-entries", type=int, default=10_000, help="at most this many entries per epoch (default 10000)")
+    parser.add_argument("--pair", metavar="DSN", help="PostgreSQL database shared with the other driver of a driver pair")
+    parser.add_argument("--pair-name", help="the driver pair's name (default: the pipeline's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         with Progress("redis_to_postgres", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui)
+            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, pair=args.pair, pair_name=args.pair_name)
             engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
     except FalkirkError as exc:
         print(f"redis_to_postgres: error: {exc}", file=sys.stderr)

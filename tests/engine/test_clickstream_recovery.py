@@ -200,16 +200,15 @@ def test_generator_source_recovers_exactly(spark, tmp_path: Path) -> None:  # ty
     clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05).write_files(
         spark, str(files), format="csv"
     )
-    for crash in ("commit.after:2", "sink.written:5"):
-        assert finish(start(GENERATOR, tmp_path, MIX, crash=crash)) == -signal.SIGKILL
+    # One kill (a driver start on CI's clock each): the crash chains cover the points.
+    assert finish(start(GENERATOR, tmp_path, MIX, crash="sink.written:5")) == -signal.SIGKILL
     source = clickstream_generator(batches=b, sessions_per_batch=n, users=u, seed=seed, bad_fraction=0.05)
     run_here(spark, files, tmp_path, MIX, source=source)
     check(tmp_path, files, (batch_output(spark, str(files)), batch_rejected(spark, str(files))))
 
 
 def test_vectorized_sessionizer_recovers_exactly(spark, clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for crash in ("commit.after:2", "sink.written:5"):
-        assert finish(start(clicks, tmp_path, MIX, crash=crash, vectorized=True)) == -signal.SIGKILL
+    assert finish(start(clicks, tmp_path, MIX, crash="commit.after:2", vectorized=True)) == -signal.SIGKILL
     run_here(spark, clicks, tmp_path, MIX, vectorized=True)
     check(tmp_path, clicks, expected)
 

@@ -84,6 +84,25 @@ def test_a_retried_pre_commit_of_a_prepared_epoch_writes_nothing_twice(spark: Sp
     assert rows(postgres_server.dsn, table) == [("a", 1, 1)]
 
 
+def test_a_late_write_of_a_committed_epoch_writes_nothing(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    """A Spark task of a killed driver that runs on after another driver wrote and
+    committed its epoch (a restart; a driver pair's take-over) finds the epoch's mark
+    and adds nothing; a fresh root's start (abort_after(0)) forgets the marks."""
+    sink, table = sink_for(postgres_server, mode="append")
+    df = spark.createDataFrame([("a", 1)], "k string, v long")
+    sink.prepare(df.limit(0))
+    sink.pre_commit(df, 1)
+    sink.commit_upto(1)
+    sink.pre_commit(df, 1)  # the late write
+    assert sink.prepared() == []
+    sink.commit_upto(1)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1)]
+    sink.abort_after(0)  # a new run on a fresh root writes its epoch 1 again
+    sink.pre_commit(df, 1)
+    sink.commit_upto(1)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1), ("a", 1, 1)]
+
+
 def test_a_key_twice_in_one_epoch_is_a_clear_error(spark: SparkSession, postgres_server: PostgresServer) -> None:
     sink, _ = sink_for(postgres_server, key=("k",))
     df = spark.createDataFrame([("a", 1), ("a", 2)], "k string, v long")

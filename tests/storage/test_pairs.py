@@ -106,16 +106,21 @@ def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, Pa
     assert [e for e, *_ in a.egress("out")] == [3]
 
 
-def test_a_pair_refuses_sinks_it_cannot_fence_and_roots_of_another_identity() -> None:
+def test_a_pair_refuses_sinks_in_one_driver_s_memory_and_roots_of_another_identity() -> None:
     from falkirk.demo.clickstream import build_pipeline
     from falkirk.demo.redis_postgres import build_pipeline as redis_to_postgres
-    from falkirk.graph import GraphError
+    from falkirk.graph import GraphError, Pipeline
+    from falkirk.io import FileSource
+    from falkirk.io.sinks import MemorySink
     from falkirk.runtime.setup import check_identity, check_pair_sinks
     from falkirk.storage.pairs import pair_identity
 
     check_pair_sinks(build_pipeline("in", "out", "rej"))  # Parquet tables: shared
-    with pytest.raises(GraphError, match="sink 'table' \\(PostgresSink\\) cannot be shared"):
-        check_pair_sinks(redis_to_postgres("redis://127.0.0.1:1", "s", "g", "postgresql://x@h/db", "t"))
+    check_pair_sinks(redis_to_postgres("redis://127.0.0.1:1", "s", "g", "postgresql://x@h/db", "t"))
+    memory = Pipeline("m")
+    memory.source("src", FileSource("in", format="csv", schema="a string")).sink("out", MemorySink())
+    with pytest.raises(GraphError, match="sink 'out' is a MemorySink"):
+        check_pair_sinks(memory)
     one = pair_identity("clicks", "postgresql://u:secret@h1:5432/db", "p")
     assert one == pair_identity("clicks", "postgresql://other@h1:5432/db", "p"), "credentials do not name the pair"
     assert one != pair_identity("clicks", "postgresql://u@h2:5432/db", "p") != pair_identity("clicks", "postgresql://u@h1:5432/db", "q")

@@ -28,6 +28,14 @@ or rolling back prepared epochs lists them again. Prepared transactions survive 
 server restart, so no released epoch is lost and none is written twice. The
 writing task holds the epoch's rows in memory to be able to write them again.
 
+**Written once, also against a late write.** Each epoch's transaction also inserts
+its id into ``falkirk_sink_epochs`` (created on first use, in the sink's database). A
+write of an epoch that was committed before - a Spark task of a killed driver that
+runs on after another driver (a restart, a pair's other member) wrote the epoch -
+finds the id there and writes nothing. Ids of the last :data:`KEPT_EPOCHS` epochs
+of a sink are kept; a start on a fresh storage root (nothing committed) forgets the
+sink's ids, as it rolls back what the sink had prepared.
+
 The PostgreSQL server must allow prepared transactions: ``max_prepared_transactions``
 > 0 (it is 0 by default); the sink says so at start otherwise. The Spark executors
 need ``psycopg`` installed (``pip install 'falkirk[services]'``).
@@ -65,6 +73,14 @@ _PG_TYPES: dict[type[T.DataType], str] = {
 }
 #: Rows per INSERT statement (one array per column).
 BATCH = 5000
+#: Epochs of a sink whose "written" mark is kept after their commit (a late write of
+#: an older epoch than this is not expected: it would come from a task that ran on
+#: for that many epochs after its driver died).
+KEPT_EPOCHS = 1000
+_MARKS = (
+    "CREATE TABLE IF NOT EXISTS falkirk_sink_epochs (prefix text NOT NULL, epoch bigint NOT NULL, "
+    "PRIMARY KEY (prefix, epoch))"
+)
 _T = TypeVar("_T")
 
 
@@ -124,7 +140,6 @@ class PostgresSink:
         missing = [k for k in self.key if k not in schema.fieldNames()]
         if missing:
             raise SinkError(f"PostgresSink({self.table!r}): key columns {missing} are not in the input {schema.fieldNames()}")
-        sql = psycopg.sql
         with _connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds) as conn:
             allowed = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if allowed <= 0:
@@ -134,30 +149,38 @@ class PostgresSink:
                     "to at least 2 x the number of PostgresSinks writing to it (e.g. 64) in "
                     "postgresql.conf and restart the server."
                 )
-            found = conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                "coalesce(%s, current_schema()) AND table_name = %s",
-                (self._schema_name(), self._table_name()),
-            ).fetchall()
-            if not found:
-                defs = [
-                    sql.SQL("{} {}{}").format(
-                        sql.Identifier(name),
-                        sql.SQL(pg_type),
-                        sql.SQL(" NOT NULL" if self.not_null or name in self.key else ""),
-                    )
-                    for name, pg_type in columns
-                ]
-                if self.mode == "upsert":
-                    defs.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, self.key))))
-                conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._ident(psycopg), sql.SQL(", ").join(defs)))
-            else:
-                absent = sorted({name for name, _ in columns} - {r[0] for r in found})
-                if absent:
-                    raise SinkError(
-                        f"PostgresSink: table {self.table!r} exists without columns {absent} of the "
-                        "input; add them (ALTER TABLE) or write to another table"
-                    )
+            with conn.transaction():  # two drivers of a pair may create them at once
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('falkirk-sink-tables', 0))")
+                conn.execute(_MARKS)
+                self._create_table(psycopg, conn, columns)
+
+    def _create_table(self, psycopg: Any, conn: Any, columns: list[tuple[str, str]]) -> None:
+        """Create the table if absent (else check it has the input's columns)."""
+        sql = psycopg.sql
+        found = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "coalesce(%s, current_schema()) AND table_name = %s",
+            (self._schema_name(), self._table_name()),
+        ).fetchall()
+        if not found:
+            defs = [
+                sql.SQL("{} {}{}").format(
+                    sql.Identifier(name),
+                    sql.SQL(pg_type),
+                    sql.SQL(" NOT NULL" if self.not_null or name in self.key else ""),
+                )
+                for name, pg_type in columns
+            ]
+            if self.mode == "upsert":
+                defs.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, self.key))))
+            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._ident(psycopg), sql.SQL(", ").join(defs)))
+        else:
+            absent = sorted({name for name, _ in columns} - {r[0] for r in found})
+            if absent:
+                raise SinkError(
+                    f"PostgresSink: table {self.table!r} exists without columns {absent} of the "
+                    "input; add them (ALTER TABLE) or write to another table"
+                )
 
     def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         """Write the epoch in one prepared transaction (one Spark task)."""
@@ -167,19 +190,32 @@ class PostgresSink:
         psycopg = _psycopg()
         statement = self._insert(psycopg, stamped.schema).as_string(None)
         write = _partition_writer(
-            self.dsn, f"{self._prefix}{epoch}", statement, len(stamped.columns), self.lock_timeout, self.table, epoch,
-            self.retry_seconds,
+            self.dsn, self._prefix, epoch, statement, len(stamped.columns), self.lock_timeout, self.table, self.retry_seconds
         )
         stamped.coalesce(1).foreachPartition(write)
         return []
 
     def commit_upto(self, epoch: int) -> None:
-        """``COMMIT PREPARED`` every prepared epoch up to ``epoch``, in order."""
+        """``COMMIT PREPARED`` every prepared epoch up to ``epoch``, in order; forget
+        the marks of epochs :data:`KEPT_EPOCHS` before it."""
         self._finish(lambda e: e <= epoch, "COMMIT PREPARED", vanished_ok=False)
+        self._forget_marks("epoch < %s", epoch - KEPT_EPOCHS)
 
     def abort_after(self, epoch: int) -> None:
-        """``ROLLBACK PREPARED`` every prepared epoch after ``epoch``."""
+        """``ROLLBACK PREPARED`` every prepared epoch after ``epoch`` (their marks go
+        with them), and forget committed marks after it (a fresh root's start: what
+        an earlier run of this pipeline wrote is not this run's)."""
         self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
+        self._forget_marks("epoch > %s", epoch)
+
+    def _forget_marks(self, condition: str, epoch: int) -> None:
+        psycopg = _psycopg()
+
+        def forget() -> None:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(f"DELETE FROM falkirk_sink_epochs WHERE prefix = %s AND {condition}", (self._prefix, epoch))
+
+        _retrying(psycopg, forget, self.retry_seconds, f"PostgresSink({self.table!r}): forgetting written marks")
 
     def prepared(self) -> list[int]:
         """The epochs of this sink prepared and not yet committed or rolled back."""
@@ -318,12 +354,14 @@ def _connect(psycopg: Any, dsn: str, autocommit: bool, retry_seconds: float = 0.
 
 
 def _partition_writer(
-    dsn: str, gid: str, statement: str, width: int, lock_timeout: float, table: str, epoch: int, retry_seconds: float
+    dsn: str, prefix: str, epoch: int, statement: str, width: int, lock_timeout: float, table: str, retry_seconds: float
 ) -> Callable[[Iterator[Row]], None]:
     """The function a Spark task runs: the epoch's rows in one transaction, prepared
-    as ``gid`` (nothing if ``gid`` is prepared already: a retried task, or a
-    connection lost after the server prepared it). A connection lost before the
+    as ``prefix + epoch`` (nothing if it is prepared already: a retried task, or a
+    connection lost after the server prepared it; nothing either if it was committed
+    before: its mark in ``falkirk_sink_epochs`` says so). A connection lost before the
     prepare loses the unprepared transaction on the server, so it is written again."""
+    gid = f"{prefix}{epoch}"
 
     def write(rows: Iterator[Row]) -> None:
         import psycopg
@@ -340,6 +378,13 @@ def _partition_writer(
             conn.tpc_begin(gid)
             conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
             try:
+                marked = conn.execute(
+                    "INSERT INTO falkirk_sink_epochs (prefix, epoch) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                    (prefix, epoch),
+                ).fetchone()
+                if marked is None:  # committed before: a late write (its driver was killed)
+                    conn.tpc_rollback()
+                    return
                 for start in range(0, len(held), BATCH):
                     _insert(conn, statement, held[start : start + BATCH], width)
                 conn.tpc_prepare()

@@ -53,8 +53,11 @@ class EdgeActions:
                 self.acknowledged[name] = upto
             held = self.held.get(name, [])
             limit = self.pair.ack_limit(name) if self.pair is not None and held else None
-            ready = [o for e, o in held if limit is None or e <= limit]
+            ready = [(e, o) for e, o in held if limit is None or e <= limit]
             if ready:
                 crash_point("source.ack")
-                self.state.operators[name].acknowledge(ready)
+                self.state.operators[name].acknowledge([o for _, o in ready])
                 self.held[name] = held[len(ready) :]
+            if ledger.acknowledged is not None:  # what the ledger may now forget
+                done = self.held[name][0][0] - 1 if self.held.get(name) else self.acknowledged.get(name, 0)
+                ledger.acknowledged[name] = max(ledger.acknowledged.get(name, 0), done)

@@ -72,6 +72,10 @@ class Ledger:
         self.released: dict[str, int] = {}
         #: Per source, the last epoch whose input the monitor let acknowledge.
         self.acknowledgeable: dict[str, int] = {}
+        #: In a driver pair, per source, the last epoch actually acknowledged (the
+        #: pair may hold acknowledgements back): offsets after it are kept, so that
+        #: a restart - or a member catching up from this root - acknowledges them.
+        self.acknowledged: dict[str, int] | None = {} if ingress is not None else None
         self.monitor = Monitor(topology, sources=list(self.sources), sinks=self.sinks)
 
     def start_monitor(self) -> None:
@@ -248,7 +252,10 @@ class Ledger:
                     )
                 ]
             elif d.kind is DecisionKind.ACK_SOURCE:
-                forget.offsets_upto[d.processor] = epoch_of(d.upto)
+                upto = epoch_of(d.upto)
+                if self.acknowledged is not None:
+                    upto = min(upto, self.acknowledged.get(d.processor, 0))
+                forget.offsets_upto[d.processor] = upto
                 self.acknowledgeable[d.processor] = max(epoch_of(d.upto), self.acknowledgeable.get(d.processor, 0))
             elif d.kind is DecisionKind.RELEASE_SINK:
                 upto = epoch_of(d.upto)

@@ -93,18 +93,20 @@ def check_spelling(root: str, *, uri_root: bool) -> None:
 
 
 def check_pair_sinks(pipeline: Pipeline) -> None:
-    """Refuse sinks a driver pair cannot yet share. A pair's egress lets one driver
-    write each epoch and hands the other its files; a Parquet table's epoch file is
-    replaced whole by a second write, so even a killed driver's late write changes
-    nothing. A PostgreSQL or Redis sink is not yet fenced against such a late write
-    (it could add an epoch a second time)."""
-    from falkirk.io.sinks import MemorySink, ParquetTableSink
+    """Refuse sinks a driver pair cannot share. A pair's egress lets one driver write
+    each epoch and commits the writer's files in the other, so a sink must write
+    somewhere both drivers see, and a second write of an epoch (a killed driver's
+    late task) must change nothing - as the sink contract asks of every sink (a
+    Parquet table replaces the epoch's file; PostgreSQL and Redis sinks recognise an
+    epoch written before). A :class:`MemorySink` is in one driver's memory."""
+    from falkirk.io.sinks import MemorySink
 
     for p in pipeline.processors.values():
-        if isinstance(p.spec, SinkSpec) and not isinstance(p.spec.writer, ParquetTableSink | MemorySink):
+        if isinstance(p.spec, SinkSpec) and isinstance(p.spec.writer, MemorySink):
             raise GraphError(
-                f"sink {p.name!r} ({type(p.spec.writer).__name__}) cannot be shared by a driver pair yet: "
-                "a pair's sinks must be ParquetTableSinks. Run this pipeline without pair=, or with a warm standby"
+                f"sink {p.name!r} is a MemorySink, in one driver's memory: a driver pair's other driver would "
+                "not see the epochs this one writes. Give a pair sinks both drivers reach (a Parquet table, "
+                "a PostgreSQL table, a Redis stream)"
             )
 
 
