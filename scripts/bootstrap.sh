@@ -11,6 +11,11 @@ need_apt=()
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)   # Spark's JVM (the engine); the pure core does not need it
 fi
+# javac builds the chained-declustering placement of replicated blocks on a cluster
+# (falkirk.spark.placement; without it Spark places copies at random).
+if ! command -v javac >/dev/null 2>&1; then
+  need_apt+=(openjdk-17-jdk-headless)
+fi
 # Redis and PostgreSQL servers for the examples that read and write them and for the
 # tests (started by the tests themselves on 127.0.0.1, data in a temporary directory).
 if ! command -v redis-server >/dev/null 2>&1; then

@@ -141,6 +141,46 @@ def test_one_processor_paired(cluster: standalone.Cluster, clicks, tmp_path: Pat
     check(tmp_path, clicks)
 
 
+def _placed(cluster: standalone.Cluster, placement: str) -> tuple[list[str], list[list[str]]]:
+    """The executors of ``cluster`` and, per partition of a DataFrame kept with two
+    copies, the executors holding its block (``FALKIRK_PLACEMENT=placement``)."""
+    env = {**os.environ, "FALKIRK_SPARK_MASTER": cluster.url, "FALKIRK_PLACEMENT": placement}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cluster.placement", "4"],
+        env=env, capture_output=True, timeout=600, check=False, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return found["executors"], found["blocks"]
+
+
+def test_block_copies_are_placed_by_chained_declustering(tmp_path: Path) -> None:
+    """With chained declustering (the default on a cluster on this machine) the copy
+    of every block held by executor k is on k's successor in the ring of executors:
+    the two holders of each block are neighbours. Spark's random placement, on the
+    same cluster, puts some copies two steps away (with 16 blocks on 4 executors,
+    all neighbours by chance has probability (2/3)^16 < 0.2%)."""
+
+    def neighbours(ring: list[str], ids: list[str]) -> bool:
+        i, j = (ring.index(x) for x in ids)
+        return (i - j) % len(ring) in (1, len(ring) - 1)
+
+    with open(Path(tempfile.gettempdir()) / "falkirk-test-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        four = standalone.start(4, cores=1, memory="512m", port=standalone._free_port(), directory=tmp_path / "four")
+        try:
+            chained = _placed(four, "chained")
+            spread = _placed(four, "random")
+        finally:
+            four.stop()
+    ring, blocks = chained
+    assert len(ring) == 4 and all(len(ids) == 2 for ids in blocks), chained
+    assert all(neighbours(ring, ids) for ids in blocks), chained
+    ring, blocks = spread
+    assert all(len(ids) == 2 for ids in blocks), spread
+    assert not all(neighbours(ring, ids) for ids in blocks), "random placement gave only neighbours: the check shows nothing"
+
+
 def test_replicas_need_a_cluster(spark: SparkSession, tmp_path: Path) -> None:
     pipeline = build_pipeline(str(tmp_path), str(tmp_path / "o"), str(tmp_path / "r"))
     with pytest.raises(GraphError, match="keeps copies on different executors"):

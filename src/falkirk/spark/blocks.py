@@ -73,3 +73,26 @@ def fewest_copies(spark: SparkSession, frames: Iterable[DataFrame]) -> int:
                 held = int(master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(int(rdd.id()), partition)).size())
                 fewest = held if fewest is None else min(fewest, held)
     return 0 if fewest is None else fewest
+
+
+def executor_ids(spark: SparkSession) -> list[str]:
+    """The ids of the executors whose block managers the driver knows (not the driver's)."""
+    jvm: Any = spark.sparkContext._jvm
+    status = jvm.org.apache.spark.SparkEnv.get().blockManager().master().getMemoryStatus()
+    ids = [str(k.executorId()) for k in jvm.scala.jdk.javaapi.CollectionConverters.asJava(status.keySet())]
+    return sorted((i for i in ids if i != "driver"), key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i))
+
+
+def block_locations(spark: SparkSession, frames: Iterable[DataFrame]) -> dict[tuple[int, int], list[str]]:
+    """Per (RDD, partition) of the RDDs the ``frames`` are checkpointed in, the ids of
+    the executors holding its block (for tests and diagnostics: one call to the block
+    manager master per partition)."""
+    jvm: Any = spark.sparkContext._jvm
+    master = jvm.org.apache.spark.SparkEnv.get().blockManager().master()
+    found: dict[tuple[int, int], list[str]] = {}
+    for df in frames:
+        for rdd in checkpointed_rdds(df):
+            for partition in range(int(rdd.getNumPartitions())):
+                held = master.getLocations(jvm.org.apache.spark.storage.RDDBlockId(int(rdd.id()), partition))
+                found[(int(rdd.id()), partition)] = sorted(str(b.executorId()) for b in jvm.scala.jdk.javaapi.CollectionConverters.asJava(held))
+    return found

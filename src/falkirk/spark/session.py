@@ -14,6 +14,9 @@ same environment at the same path (an install step on each). Otherwise set
 ``$FALKIRK_PYTHON_ARCHIVE`` to a packed environment (``venv-pack -o env.tar.gz``
 in a virtualenv with Falkirk installed, not editable): Spark ships it to every
 executor (``spark.archives``) and runs its interpreter there.
+
+On a cluster, copies of replicated blocks are placed by chained declustering where
+the executors can load its class (:mod:`falkirk.spark.placement`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from falkirk.spark import cds
+from falkirk.spark.placement import placement_conf
 
 DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -114,7 +118,11 @@ def spark_session(
         builder = builder.config("spark.archives", f"{archive}#{ARCHIVE_DIR}")
     defaults = {k: v for k, v in DEFAULTS.items() if is_local(master) or k not in LOCAL_ONLY}
     defaults["spark.driver.extraJavaOptions"] = f"{DEFAULTS['spark.driver.extraJavaOptions']} {cds.java_options()}".strip()
-    for key, value in {**defaults, **(conf or {})}.items():
+    settings = {**defaults, **(conf or {})}
+    if not is_local(master):  # where block copies go (falkirk.spark.placement)
+        for key, value in placement_conf(master).items():
+            settings[key] = f"{value}{os.pathsep}{settings[key]}" if key.endswith("ClassPath") and key in settings else settings.get(key, value)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
