@@ -62,3 +62,36 @@ def test_a_path_longer_than_the_iteration_limit_stops_with_an_error(spark, tmp_p
     with pytest.raises(GraphError, match="max_iterations=3 in epoch 1"):
         run(spark, edges, tmp_path, max_iterations=3)
     assert not (tmp_path / "out").exists() or pd.read_parquet(tmp_path / "out").empty
+
+
+def test_an_executor_lost_in_a_loop_s_stage_is_recovered_in_the_same_driver(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The blocks of the loop's state vanish (as when their executor dies) after the
+    third iteration of an epoch committed, in the loop's stage, outside an epoch's
+    computation: the next iteration fails, and the engine recovers in this process
+    from the committed metadata, as a restart would, with the exact output."""
+    from falkirk.runtime import engine as engine_module
+    from falkirk.spark.blocks import checkpointed_rdds, lost_blocks
+
+    edges = tmp_path / "edges"
+    edges.mkdir()
+    (edges / "e1.csv").write_text("src,dst\n" + "\n".join(f"{v},{v + 1}" for v in range(30, 42)) + "\n")
+    (edges / "e2.csv").write_text("src,dst\n" + "\n".join(f"{v},{v + 1}" for v in range(41, 50)) + "\n")
+    running = Engine(build_pipeline(str(edges), str(tmp_path / "out"), str(tmp_path / "rej")), tmp_path / "state", spark=spark)
+    seen = {"iterations": 0}
+    original = engine_module.crash_point
+
+    def losing(point: str) -> None:
+        original(point)
+        if point == "iteration.committed":
+            seen["iterations"] += 1
+            if seen["iterations"] == 3:
+                held = running.state.operators["propagate"].held() or []
+                for df in held:
+                    for rdd in checkpointed_rdds(df):
+                        rdd.unpersist(True)  # the block manager master forgets them, as on a loss
+                assert lost_blocks(spark, held)
+
+    monkeypatch.setattr(engine_module, "crash_point", losing)
+    report = running.run()
+    assert seen["iterations"] > 3 and report.restarts_in_process == 1
+    assert_exact(edges, tmp_path)

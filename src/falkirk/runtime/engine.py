@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -56,7 +55,7 @@ from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
 from falkirk.runtime.losses import discard, failed_after_loss, first_line, give_up_after
 from falkirk.runtime.observer import Observer, telemetry_for
-from falkirk.runtime.pairing import Pair
+from falkirk.runtime.pairing import Pair, join_pair
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.setup import (
@@ -72,7 +71,6 @@ from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
 from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
-from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.pairs import pair_identity
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
@@ -248,7 +246,7 @@ class Engine:
             if self.published is not None:
                 self.published.acquire(wait=standby)
             try:
-                self._run(max_epochs)
+                self._run_recovering(max_epochs)
             finally:
                 if self.pair is not None:
                     self.pair.leave()
@@ -258,6 +256,36 @@ class Engine:
             for lock in held:
                 lock.release()
         return self.report
+
+    def _run_recovering(self, max_epochs: int | None) -> None:
+        """:meth:`_run`; an executor lost outside an epoch's computation - during a
+        commit, a loop's or a sequence region's stage, or a recovery - ends that run,
+        and the engine recovers in this process from the committed metadata exactly as
+        a restarted driver would (without the JVM start). A loss inside an epoch's
+        computation is recovered more cheaply, by a partial rollback (see
+        :meth:`_recover_from_executor_loss`). After :data:`MAX_LOSSES` such restarts
+        with no epoch committed between them the error is raised."""
+        restarts = 0
+        while True:
+            before = len(self.report.epochs)
+            try:
+                self._run(max_epochs)
+                return
+            except Exception as exc:
+                if not is_executor_loss(exc) or as_storage_error(exc) is not None:
+                    raise
+                committed = len(self.report.epochs) - before
+                restarts = 1 if committed else restarts + 1
+                give_up_after(restarts, self.report.epochs[-1] + 1 if self.report.epochs else 1, exc)
+                if max_epochs is not None:
+                    max_epochs = max(0, max_epochs - committed)
+                logger.warning(
+                    "an executor was lost outside an epoch's computation; recovering in this driver from the "
+                    "committed metadata, as a restart would (%s)", first_line(exc),
+                )
+                self.report.restarts_in_process += 1
+                if self.pair is not None:
+                    self.pair.leave()  # joined again by the next run
 
     def _check_spelling(self) -> None:
         check_spelling(self.root, uri_root=self.published is not None)
@@ -273,7 +301,8 @@ class Engine:
         if self.published is not None:
             self.published.fetch()
         if self.pair is not None:
-            self._join_pair()
+            copied = join_pair(self.pair, self.meta_dir, self.fs, self.root, self.spark)
+            self.report.caught_up_from = copied or self.report.caught_up_from
         store = MetaStore(
             self.meta_dir,
             fs=self.fs,
@@ -323,36 +352,6 @@ class Engine:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
             store.close()
-
-    def _join_pair(self) -> None:
-        """Join the driver pair; if the furthest other member's root is ahead of
-        this one's, or acknowledged input this one's has not, copy its committed
-        state first (catch-up by state movement) and recover from that, as a
-        restarted driver would."""
-        assert self.pair is not None
-        self.pair.join(self.root)
-        own = 0
-        if (self.meta_dir / DB_NAME).exists():
-            store = MetaStore(self.meta_dir, fs=self.fs, root=self.root, read_only=True)
-            try:
-                own = store.committed_epoch() or 0
-            finally:
-                store.close()
-        members = self.pair.members()
-        mine = next((m.acknowledgeable for m in members if m.name == self.pair.member), {})
-        others = [m for m in members if m.name != self.pair.member and m.committed is not None]
-        best = max(others, key=lambda m: m.committed or 0, default=None)
-        # Behind it, or it acknowledged input (deleted it, for some sources) that
-        # this root's recovery may read again: it ran on alone after this one stopped.
-        if best is not None and ((best.committed or 0) > own or any(e > mine.get(s, 0) for s, e in best.acknowledgeable.items())):
-            if not is_uri(best.root) and best.host != socket.gethostname():
-                raise GraphError(
-                    f"this driver must catch up from member {best.root!r} of the pair, a local directory on "
-                    f"host {best.host}: give the pair's members Hadoop URI roots (or one shared filesystem)"
-                )
-            src_fs, src_root = filesystem_for(best.root, self.spark)
-            copy_root(src_fs, src_root, self.fs, self.root, self.meta_dir)
-            self.report.caught_up_from = best.root
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
         state = self.state

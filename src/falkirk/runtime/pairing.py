@@ -1,4 +1,5 @@
-"""The engine's side of a driver pair: the shared store (:mod:`falkirk.storage.pairs`)
+"""The engine's side of a driver pair: joining it (and catching up from the other
+member's root when behind it), and the shared store (:mod:`falkirk.storage.pairs`)
 with crash points at the egress's two moments, for the crash tests.
 
 ``pair.claimed`` (this driver claimed an epoch of a sink and writes it; nothing
@@ -9,9 +10,18 @@ again, replacing the file with the same rows).
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from falkirk.graph import GraphError
 from falkirk.runtime.faults import crash_point
-from falkirk.storage import StoredFile
+from falkirk.storage import MetaStore, StoredFile
+from falkirk.storage.catchup import copy_root
+from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri
 from falkirk.storage.pairs import PairStore
+from falkirk.storage.schema import DB_NAME
 
 
 class Pair(PairStore):
@@ -26,3 +36,33 @@ class Pair(PairStore):
     def written(self, sink: str, epoch: int, files: list[StoredFile]) -> None:
         crash_point("pair.written")
         super().written(sink, epoch, files)
+
+
+def join_pair(pair: PairStore, meta_dir: Path, fs: FileSystem, root: str, spark: SparkSession) -> str | None:
+    """Join the driver pair; if the furthest other member's root is ahead of this
+    one's, or acknowledged input this one's has not (it ran on alone after this one
+    stopped: its input may be gone), copy that root's committed state into this one
+    first (catch-up by state movement), to recover from it as a restarted driver
+    would. Returns the root copied from, if any."""
+    pair.join(root)
+    own = 0
+    if (meta_dir / DB_NAME).exists():
+        store = MetaStore(meta_dir, fs=fs, root=root, read_only=True)
+        try:
+            own = store.committed_epoch() or 0
+        finally:
+            store.close()
+    members = pair.members()
+    mine = next((m.acknowledgeable for m in members if m.name == pair.member), {})
+    others = [m for m in members if m.name != pair.member and m.committed is not None]
+    best = max(others, key=lambda m: m.committed or 0, default=None)
+    if best is None or ((best.committed or 0) <= own and all(e <= mine.get(s, 0) for s, e in best.acknowledgeable.items())):
+        return None
+    if not is_uri(best.root) and best.host != socket.gethostname():
+        raise GraphError(
+            f"this driver must catch up from member {best.root!r} of the pair, a local directory on "
+            f"host {best.host}: give the pair's members Hadoop URI roots (or one shared filesystem)"
+        )
+    src_fs, src_root = filesystem_for(best.root, spark)
+    copy_root(src_fs, src_root, fs, root, meta_dir)
+    return best.root

@@ -38,6 +38,9 @@ class RunReport:
     #: The root of the driver pair's member this driver copied its state from when it
     #: joined behind it (catch-up), if it did.
     caught_up_from: str | None = None
+    #: Recoveries from the committed metadata in this process, after an executor lost
+    #: outside an epoch's computation (a commit, a loop's stage, a recovery).
+    restarts_in_process: int = 0
     #: Epochs during which an executor was lost (each recovered in the same driver).
     executor_losses: list[int] = field(default_factory=list)
     #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a
