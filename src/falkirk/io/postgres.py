@@ -11,14 +11,18 @@ back (``ROLLBACK PREPARED``). So readers of the table never see an epoch twice, 
 epoch a recovery took back, or part of an epoch.
 
 Modes: ``upsert`` (rows replace the row with the same ``key``; a key may appear once
-per epoch) or ``append``. The table is created if absent, with the input's columns
+per epoch) or ``append``. Every connection asks the server for TCP keepalives, so
+the session (and the open transaction) of a writer whose host died is dropped
+within seconds rather than the operating system's two hours. The table is created if absent, with the input's columns
 (and ``epoch``), primary key ``key`` in upsert mode.
 
 An upserted row stays locked from its epoch's ``PREPARE`` to its release, so the next
 epoch's write of the same key waits for that release: keep the sink's input
 releasable at each commit (every processor above it checkpointed eagerly or logging
 its output, or stateless), or the next epoch fails after ``lock_timeout`` seconds
-with an error that says so. Append mode never waits.
+with an error that says so. Append mode waits only for another writer of the same
+epoch (a pair's other driver, or a task retried after its host stopped answering:
+dropped by the server within seconds, see below).
 
 A lost connection (a PostgreSQL restart or fail-over, a network blip) is retried
 with backoff for ``retry_seconds`` (default 60) before the pipeline stops with an
@@ -54,6 +58,7 @@ from pyspark.sql import types as T
 
 from falkirk.io.exceptions import SinkError
 from falkirk.storage import StoredFile
+from falkirk.storage.pairs import keepalive_options
 
 MODES = ("upsert", "append")
 _PG_TYPES: dict[type[T.DataType], str] = {
@@ -212,7 +217,7 @@ class PostgresSink:
         psycopg = _psycopg()
 
         def forget() -> None:
-            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
                 conn.execute(f"DELETE FROM falkirk_sink_epochs WHERE prefix = %s AND {condition}", (self._prefix, epoch))
 
         _retrying(psycopg, forget, self.retry_seconds, f"PostgresSink({self.table!r}): forgetting written marks")
@@ -222,7 +227,7 @@ class PostgresSink:
         psycopg = _psycopg()
 
         def listed() -> list[int]:
-            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
                 return sorted(self._epochs(conn))
 
         return _retrying(psycopg, listed, self.retry_seconds, f"PostgresSink({self.table!r}): listing prepared epochs")
@@ -241,7 +246,7 @@ class PostgresSink:
         )
 
     def _finish_once(self, psycopg: Any, chosen: Callable[[int], bool], verb: str, *, vanished_ok: bool) -> None:
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
             for e in sorted(e for e in self._epochs(conn) if chosen(e)):
                 try:
                     conn.execute(psycopg.sql.SQL(verb + " {}").format(psycopg.sql.Literal(f"{self._prefix}{e}")))
@@ -347,7 +352,7 @@ def _connect(psycopg: Any, dsn: str, autocommit: bool, retry_seconds: float = 0.
     """A connection, retried for ``retry_seconds`` while the server refuses it."""
     return _retrying(
         psycopg,
-        lambda: psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10),
+        lambda: psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10, **keepalive_options(dsn)),
         retry_seconds,
         f"cannot connect to PostgreSQL at {_where(dsn)}",
     )
@@ -370,7 +375,7 @@ def _partition_writer(
         _retrying(psycopg, lambda: _write_prepared(psycopg, held), retry_seconds, f"PostgresSink({table!r}) epoch {epoch}")
 
     def _write_prepared(psycopg: Any, held: list[tuple[Any, ...]]) -> None:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10, **keepalive_options(dsn))
         try:
             if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()", (gid,)).fetchone():
                 return
@@ -382,9 +387,17 @@ def _partition_writer(
                     "INSERT INTO falkirk_sink_epochs (prefix, epoch) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
                     (prefix, epoch),
                 ).fetchone()
-                if marked is None:  # committed before: a late write (its driver was killed)
-                    conn.tpc_rollback()
-                    return
+            except psycopg.errors.LockNotAvailable as exc:
+                conn.tpc_rollback()
+                raise SinkError(
+                    f"PostgresSink({table!r}) epoch {epoch}: another session is writing this epoch and did not "
+                    f"finish within {lock_timeout:.0f} s (a writer whose host stopped answering is dropped by "
+                    "the server within seconds; one that is alive but stuck holds it)"
+                ) from exc
+            if marked is None:  # committed before: a late write (its driver was killed)
+                conn.tpc_rollback()
+                return
+            try:
                 for start in range(0, len(held), BATCH):
                     _insert(conn, statement, held[start : start + BATCH], width)
                 conn.tpc_prepare()

@@ -64,6 +64,7 @@ from falkirk.runtime.setup import (
     check_replicas,
     check_spelling,
     local_root,
+    recorded_description,
     set_up_operators,
 )
 from falkirk.runtime.state import RunState
@@ -136,7 +137,7 @@ class Engine:
             name = pair_name or pipeline.name
             check_pair_sinks(pipeline)
             self.pair = Pair(pair, name, self.root)
-            self.identity = pair_identity(pipeline.name, pair, name)
+            self.identity = pair_identity(pipeline.name, self.pair.pair_id())
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
         self.published: PublishedMetadata | None = None
@@ -301,6 +302,7 @@ class Engine:
         if self.published is not None:
             self.published.fetch()
         if self.pair is not None:
+            check_identity(recorded_description(self.meta_dir, self.fs, self.root), self.identity, paired=True)
             copied = join_pair(self.pair, self.meta_dir, self.fs, self.root, self.spark)
             self.report.caught_up_from = copied or self.report.caught_up_from
         store = MetaStore(

@@ -39,11 +39,11 @@ class Pair(PairStore):
 
 
 def join_pair(pair: PairStore, meta_dir: Path, fs: FileSystem, root: str, spark: SparkSession) -> str | None:
-    """Join the driver pair; if the furthest other member's root is ahead of this
-    one's, or acknowledged input this one's has not (it ran on alone after this one
-    stopped: its input may be gone), copy that root's committed state into this one
-    first (catch-up by state movement), to recover from it as a restarted driver
-    would. Returns the root copied from, if any."""
+    """Join the driver pair; if the furthest other member's root committed more
+    than this one's, copy that root's committed state into this one first
+    (catch-up by state movement), to recover from it as a restarted driver would.
+    (A member never acknowledges input the other may read again, dead or alive, so
+    a root behind is the only reason.) Returns the root copied from, if any."""
     pair.join(root)
     own = 0
     if (meta_dir / DB_NAME).exists():
@@ -52,11 +52,9 @@ def join_pair(pair: PairStore, meta_dir: Path, fs: FileSystem, root: str, spark:
             own = store.committed_epoch() or 0
         finally:
             store.close()
-    members = pair.members()
-    mine = next((m.acknowledgeable for m in members if m.name == pair.member), {})
-    others = [m for m in members if m.name != pair.member and m.committed is not None]
+    others = [m for m in pair.members() if m.name != pair.member and m.committed is not None]
     best = max(others, key=lambda m: m.committed or 0, default=None)
-    if best is None or ((best.committed or 0) <= own and all(e <= mine.get(s, 0) for s, e in best.acknowledgeable.items())):
+    if best is None or (best.committed or 0) <= own:
         return None
     if not is_uri(best.root) and best.host != socket.gethostname():
         raise GraphError(

@@ -15,8 +15,8 @@ from falkirk.graph.specs import SinkSpec
 from falkirk.operators import Operator, operator_for
 from falkirk.operators.loop import FeedbackOperator
 from falkirk.spark.session import is_local
-from falkirk.storage import StorageError
-from falkirk.storage.filesystem import is_uri, local_path
+from falkirk.storage import MetaStore, StorageError
+from falkirk.storage.filesystem import FileSystem, is_uri, local_path
 from falkirk.storage.schema import DB_NAME
 
 
@@ -122,3 +122,14 @@ def check_identity(recorded: dict[str, Any] | None, identity: str, *, paired: bo
             "members need roots of their own pair (start a member on a fresh root: it catches up from the "
             "other), and a lone driver a root no pair used"
         )
+
+
+def recorded_description(meta_dir: Path, fs: FileSystem, root: str) -> dict[str, Any] | None:
+    """The pipeline description a root's metadata holds (None: no metadata yet)."""
+    if not (meta_dir / DB_NAME).exists():
+        return None
+    store = MetaStore(meta_dir, fs=fs, root=root, read_only=True)
+    try:
+        return store.description()
+    finally:
+        store.close()

@@ -12,8 +12,11 @@ The class is compiled once against the installed PySpark's jars (``javac``, from
 JDK: ``scripts/bootstrap.sh`` installs ``openjdk-17-jdk-headless``) into
 ``$XDG_CACHE_HOME/falkirk/jars`` and put on the driver's and executors' class path
 (``spark.{driver,executor}.extraClassPath``), so every executor must find the jar at
-the same path: true for a cluster on this machine (:mod:`falkirk.spark.standalone`),
-and for one whose hosts share that directory. ``$FALKIRK_PLACEMENT`` chooses:
+the same path and be able to read it: true for a cluster on this machine run by the
+same user (:mod:`falkirk.spark.standalone`), and for one whose hosts share that
+directory. The class path settings replace those of ``spark-defaults.conf`` (Spark
+gives ``--conf`` settings precedence): pass your own through ``spark_session(conf=)``,
+which they are added to, or set ``FALKIRK_PLACEMENT=random``. ``$FALKIRK_PLACEMENT`` chooses:
 
 * ``auto`` (the default): chained declustering on a cluster whose master is on this
   machine (``spark://127.0.0.1:...`` or ``localhost``), when the jar can be built;
@@ -54,7 +57,7 @@ def placement_jar() -> Path:
     """The jar of :data:`POLICY`, built if it is not there yet (raises
     :class:`PlacementError` saying why it cannot be)."""
     source = SOURCE.read_bytes()
-    tag = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
+    tag = hashlib.sha256(source + pyspark.__version__.encode() + b"release17").hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "falkirk" / "jars"
     jar = cache / f"falkirk-placement-{tag}.jar"
     if jar.exists():
@@ -65,7 +68,7 @@ def placement_jar() -> Path:
     jars = Path(pyspark.__file__).parent / "jars"
     with tempfile.TemporaryDirectory(prefix="falkirk-placement-") as scratch:
         done = subprocess.run(
-            [javac, "-nowarn", "-d", scratch, "-cp", f"{jars}/*", str(SOURCE)], capture_output=True, text=True, timeout=300
+            [javac, "-nowarn", "--release", "17", "-d", scratch, "-cp", f"{jars}/*", str(SOURCE)], capture_output=True, text=True, timeout=300
         )
         if done.returncode != 0:
             raise PlacementError(f"building the chained-declustering class failed: {done.stderr.strip()[-2000:]}")
@@ -89,7 +92,9 @@ def placement_conf(master: str) -> dict[str, str]:
         return {}
     try:
         jar = placement_jar()
-    except PlacementError as exc:
+    except (PlacementError, OSError, subprocess.SubprocessError) as exc:
+        if choice == "chained" and not isinstance(exc, PlacementError):
+            raise PlacementError(f"cannot build the chained-declustering class: {exc}") from exc
         if choice == "chained":
             raise
         logger.warning("placing block copies at random: %s", exc)

@@ -48,6 +48,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from falkirk.storage.filesystem import StoredFile
 logger = logging.getLogger(__name__)
 
 _TABLES = """
+CREATE TABLE IF NOT EXISTS falkirk_pairs (pair text PRIMARY KEY, id text NOT NULL);
 CREATE TABLE IF NOT EXISTS falkirk_pair_members (
     pair text NOT NULL, member text NOT NULL, root text NOT NULL, host text NOT NULL,
     pid integer NOT NULL, joining boolean NOT NULL DEFAULT true, committed bigint, released bigint,
@@ -77,7 +79,7 @@ CREATE TABLE IF NOT EXISTS falkirk_pair_egress (
 POLL = 0.02
 #: How long a member waits for a live member's write of one epoch before it stops
 #: with an error (that member holds its lease but does not finish: hung).
-MAX_WAIT = 600.0
+MAX_WAIT = 1800.0
 
 
 class PairError(StorageError):
@@ -127,20 +129,8 @@ class PairStore:
         (no progress yet: the other member acknowledges no input until this one
         reports its own, see :meth:`ack_limit`). A live driver holding the same
         member's lease is waited for up to ``wait`` seconds, then refused."""
-        psycopg = _psycopg()
-        try:
-            self._conn = psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=10,
-                keepalives=1, keepalives_idle=1, keepalives_interval=1, keepalives_count=5, tcp_user_timeout=5000,
-                # the server's side of the session: it drops the lease of a silent client
-                options="-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=5 -c tcp_user_timeout=5000",
-            )
-        except psycopg.Error as exc:
-            raise PairError(f"cannot connect to the driver pair's PostgreSQL ({_where(self.dsn)}): {exc}".strip()) from exc
+        self._conn = self._connect()
         with self._using() as conn:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('falkirk-pair-tables', 0))")
-                conn.execute(_TABLES)
             deadline = time.monotonic() + wait
             while not conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key(self.member),)).fetchone()[0]:
                 if time.monotonic() > deadline:
@@ -155,6 +145,35 @@ class PairStore:
                 "pid = excluded.pid, joining = true, updated = now()",
                 (self.pair, self.member, root, socket.gethostname(), os.getpid()),
             )
+
+    def _connect(self) -> Any:
+        """A connection with the server-side keepalives of :func:`keepalive_options`,
+        the pair's tables created."""
+        psycopg = _psycopg()
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn))
+        except psycopg.Error as exc:
+            raise PairError(f"cannot connect to the driver pair's PostgreSQL ({_where(self.dsn)}): {exc}".strip()) from exc
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('falkirk-pair-tables', 0))")
+            conn.execute(_TABLES)
+        return conn
+
+    def pair_id(self) -> str:
+        """The pair's id in its database: random, made by the first member ever to
+        connect, the same for every member however it spells the database's address.
+        A pair started over under the same name after its rows were deleted gets a new
+        one. (Names the pair's external writes.)"""
+        conn = self._conn or self._connect()
+        try:
+            conn.execute(
+                "INSERT INTO falkirk_pairs (pair, id) VALUES (%s, %s) ON CONFLICT (pair) DO NOTHING",
+                (self.pair, uuid.uuid4().hex[:16]),
+            )
+            return str(conn.execute("SELECT id FROM falkirk_pairs WHERE pair = %s", (self.pair,)).fetchone()[0])
+        finally:
+            if conn is not self._conn:
+                conn.close()
 
     def leave(self) -> None:
         """Give up the lease (close the connection); the member's row stays."""
@@ -184,9 +203,11 @@ class PairStore:
         return int.from_bytes(digest[:8], "big") >> 1
 
     def _alive(self, conn: Any, member: str) -> bool:
-        """Whether ``member``'s lease is held (by anyone but this session)."""
-        if member == self.member:
-            return True
+        """Whether ``member``'s lease is held (this member: always)."""
+        return member == self.member or self._held(conn, member)
+
+    def _held(self, conn: Any, member: str) -> bool:
+        """Whether ``member``'s lease is held by a session other than this one."""
         row = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
             "AND ((classid::bigint << 32) | objid::bigint) = %s AND pid <> pg_backend_pid()",
@@ -226,11 +247,18 @@ class PairStore:
     def remove(self, member: str) -> None:
         """Forget ``member`` for good (it will not come back: its root is gone), so
         that the pair acknowledges input and collects rows without waiting for it.
-        Refused while it runs."""
-        with self._using() as conn:
-            if self._alive(conn, member):
+        Refused while it runs. Needs no :meth:`join`: an operator runs
+        ``PairStore(dsn, pair, "operator").remove(dead_root)``."""
+        conn = self._conn or self._connect()
+        try:
+            if member == self.member and self._conn is not None:
+                raise PairError(f"member {member!r} of driver pair {self.pair!r} cannot remove itself while it runs")
+            if self._held(conn, member):
                 raise PairError(f"member {member!r} of driver pair {self.pair!r} is running; stop it first")
             conn.execute("DELETE FROM falkirk_pair_members WHERE pair = %s AND member = %s", (self.pair, member))
+        finally:
+            if conn is not self._conn:
+                conn.close()
 
     def ack_limit(self, source: str) -> int | None:
         """The last epoch of ``source`` the other members - live or dead - may no
@@ -359,11 +387,25 @@ def _where(dsn: str) -> str:
     return dsn.split("@")[-1] if "@" in dsn else dsn
 
 
-def pair_identity(pipeline: str, dsn: str, pair: str) -> str:
-    """What names a pair's shared external writes: the pipeline, the pair's name and
-    where its database is (host, port and database; not the credentials), so two
-    pairs of one pipeline in different databases never share a name."""
-    import hashlib
+def pair_identity(pipeline: str, pair_id: str) -> str:
+    """What names a pair's shared external writes: the pipeline and the pair's id
+    (:meth:`PairStore.pair_id`)."""
+    return f"{pipeline}.pair-{pair_id}"
 
-    where = _where(dsn).split("?")[0]
-    return f"{pipeline}.pair-{hashlib.sha256(f'{where}/{pair}'.encode()).hexdigest()[:12]}"
+
+#: The server-side TCP settings of a session (``options``): the server drops the
+#: session of a client whose host died or was cut off within about 5-10 s - its
+#: advisory locks (a pair's lease) and open transactions go with it.
+SERVER_KEEPALIVES = "-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=5 -c tcp_user_timeout=5000"
+
+
+def keepalive_options(dsn: str) -> dict[str, Any]:
+    """Connection keywords for ``dsn`` with keepalives on both sides (added to any
+    ``options`` the DSN already has)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    options = str(conninfo_to_dict(dsn).get("options") or "")
+    return {
+        "keepalives": 1, "keepalives_idle": 1, "keepalives_interval": 1, "keepalives_count": 5,
+        "tcp_user_timeout": 5000, "options": f"{options} {SERVER_KEEPALIVES}".strip(),
+    }
