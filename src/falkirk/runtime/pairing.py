@@ -39,22 +39,24 @@ class Pair(PairStore):
 
 
 def join_pair(pair: PairStore, meta_dir: Path, fs: FileSystem, root: str, spark: SparkSession) -> str | None:
-    """Join the driver pair; if the furthest other member's root committed more
-    than this one's, copy that root's committed state into this one first
-    (catch-up by state movement), to recover from it as a restarted driver would.
-    (A member never acknowledges input the other may read again, dead or alive, so
-    a root behind is the only reason.) Returns the root copied from, if any."""
+    """Join the driver pair. A driver whose root has nothing committed (a new member,
+    or one whose root was lost) first copies the committed state of the member that
+    got furthest (catch-up by state movement), to recover from it as a restarted
+    driver would: the input of the pair's first epochs may be gone. A driver with a
+    root of its own recovers from it: the pair kept what its recovery reads (a dead
+    member still counts, see :mod:`falkirk.storage.pairs`). Returns the root copied
+    from, if any."""
     pair.join(root)
-    own = 0
     if (meta_dir / DB_NAME).exists():
         store = MetaStore(meta_dir, fs=fs, root=root, read_only=True)
         try:
-            own = store.committed_epoch() or 0
+            if store.committed_epoch():
+                return None
         finally:
             store.close()
-    others = [m for m in pair.members() if m.name != pair.member and m.committed is not None]
+    others = [m for m in pair.members() if m.name != pair.member and m.committed]
     best = max(others, key=lambda m: m.committed or 0, default=None)
-    if best is None or (best.committed or 0) <= own:
+    if best is None:
         return None
     if not is_uri(best.root) and best.host != socket.gethostname():
         raise GraphError(

@@ -159,21 +159,26 @@ class PairStore:
             conn.execute(_TABLES)
         return conn
 
+    @contextmanager
+    def _briefly(self) -> Iterator[Any]:
+        """A connection of its own, closed after use (no lease taken)."""
+        conn = self._connect()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
     def pair_id(self) -> str:
         """The pair's id in its database: random, made by the first member ever to
         connect, the same for every member however it spells the database's address.
         A pair started over under the same name after its rows were deleted gets a new
         one. (Names the pair's external writes.)"""
-        conn = self._conn or self._connect()
-        try:
+        with self._using() if self._conn is not None else self._briefly() as conn:
             conn.execute(
                 "INSERT INTO falkirk_pairs (pair, id) VALUES (%s, %s) ON CONFLICT (pair) DO NOTHING",
                 (self.pair, uuid.uuid4().hex[:16]),
             )
             return str(conn.execute("SELECT id FROM falkirk_pairs WHERE pair = %s", (self.pair,)).fetchone()[0])
-        finally:
-            if conn is not self._conn:
-                conn.close()
 
     def leave(self) -> None:
         """Give up the lease (close the connection); the member's row stays."""
@@ -218,8 +223,9 @@ class PairStore:
     # -- members --------------------------------------------------------------------------
 
     def members(self) -> list[Member]:
-        """Every member recorded, this one included."""
-        with self._using() as conn:
+        """Every member recorded, this one included (also without :meth:`join`: an
+        operator's view)."""
+        with self._using() if self._conn is not None else self._briefly() as conn:
             rows = conn.execute(
                 "SELECT member, root, host, pid, joining, committed, released, acknowledgeable FROM falkirk_pair_members "
                 "WHERE pair = %s ORDER BY member",
@@ -249,16 +255,12 @@ class PairStore:
         that the pair acknowledges input and collects rows without waiting for it.
         Refused while it runs. Needs no :meth:`join`: an operator runs
         ``PairStore(dsn, pair, "operator").remove(dead_root)``."""
-        conn = self._conn or self._connect()
-        try:
-            if member == self.member and self._conn is not None:
-                raise PairError(f"member {member!r} of driver pair {self.pair!r} cannot remove itself while it runs")
+        if member == self.member and self._conn is not None:
+            raise PairError(f"member {member!r} of driver pair {self.pair!r} cannot remove itself while it runs")
+        with self._using() if self._conn is not None else self._briefly() as conn:
             if self._held(conn, member):
                 raise PairError(f"member {member!r} of driver pair {self.pair!r} is running; stop it first")
             conn.execute("DELETE FROM falkirk_pair_members WHERE pair = %s AND member = %s", (self.pair, member))
-        finally:
-            if conn is not self._conn:
-                conn.close()
 
     def ack_limit(self, source: str) -> int | None:
         """The last epoch of ``source`` the other members - live or dead - may no
