@@ -815,7 +815,7 @@ def test_epoch_fn_and_consistency_by_enumerating_fn():
     greatest f_n satisfying (3) and (5) (φ is monotone for chains)."""
     U = _epoch_universe()
     checked = 0
-    for seed in range(200):
+    for seed in range(120):
         sc = random_scenario(random.Random(seed), "epoch", chains=True)
         m = Model(sc)
         if len(m.procs) > 4:
