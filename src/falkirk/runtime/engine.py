@@ -53,7 +53,13 @@ from falkirk.runtime.epochs import topology
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
-from falkirk.runtime.losses import discard, failed_after_loss, first_line, give_up_after
+from falkirk.runtime.losses import (
+    discard,
+    failed_after_loss,
+    first_line,
+    give_up_after,
+    run_recovering,
+)
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.pairing import Pair, join_pair
 from falkirk.runtime.report import RunReport
@@ -247,7 +253,7 @@ class Engine:
             if self.published is not None:
                 self.published.acquire(wait=standby)
             try:
-                self._run_recovering(max_epochs)
+                run_recovering(self._run, max_epochs, self.report, self.pair.leave if self.pair is not None else None)
             finally:
                 if self.pair is not None:
                     self.pair.leave()
@@ -257,36 +263,6 @@ class Engine:
             for lock in held:
                 lock.release()
         return self.report
-
-    def _run_recovering(self, max_epochs: int | None) -> None:
-        """:meth:`_run`; an executor lost outside an epoch's computation - during a
-        commit, a loop's or a sequence region's stage, or a recovery - ends that run,
-        and the engine recovers in this process from the committed metadata exactly as
-        a restarted driver would (without the JVM start). A loss inside an epoch's
-        computation is recovered more cheaply, by a partial rollback (see
-        :meth:`_recover_from_executor_loss`). After :data:`MAX_LOSSES` such restarts
-        with no epoch committed between them the error is raised."""
-        restarts = 0
-        while True:
-            before = len(self.report.epochs)
-            try:
-                self._run(max_epochs)
-                return
-            except Exception as exc:
-                if not is_executor_loss(exc) or as_storage_error(exc) is not None:
-                    raise
-                committed = len(self.report.epochs) - before
-                restarts = 1 if committed else restarts + 1
-                give_up_after(restarts, self.report.epochs[-1] + 1 if self.report.epochs else 1, exc)
-                if max_epochs is not None:
-                    max_epochs = max(0, max_epochs - committed)
-                logger.warning(
-                    "an executor was lost outside an epoch's computation; recovering in this driver from the "
-                    "committed metadata, as a restart would (%s)", first_line(exc),
-                )
-                self.report.restarts_in_process += 1
-                if self.pair is not None:
-                    self.pair.leave()  # joined again by the next run
 
     def _check_spelling(self) -> None:
         check_spelling(self.root, uri_root=self.published is not None)
