@@ -9,7 +9,8 @@ vectorized sessionizer. With ``FALKIRK_TEST_STANDBY=1`` in the environment the
 engine runs as a warm standby and prints ``standby ready`` once it waits for the lock;
 ``FALKIRK_TEST_LEASE=SECONDS`` sets the lease timeout of a URI root;
 ``FALKIRK_TEST_PAIR=DSN`` makes the driver a member of a driver pair in that database
-(named ``FALKIRK_TEST_PAIR_NAME``).
+(named ``FALKIRK_TEST_PAIR_NAME``); ``FALKIRK_TEST_IDLE=SECONDS`` keeps it running as a
+service until no new input has arrived for that long.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ if __name__ == "__main__":
     standby = os.environ.get("FALKIRK_TEST_STANDBY") == "1"
     lease = float(os.environ.get("FALKIRK_TEST_LEASE", "10"))
     engine = Engine(pipeline, state, lease_timeout=lease, pair=os.environ.get("FALKIRK_TEST_PAIR"), pair_name=os.environ.get("FALKIRK_TEST_PAIR_NAME"))
-    report = engine.run(standby=standby, on_standby=lambda: print("standby ready", flush=True))
+    idle = float(os.environ.get("FALKIRK_TEST_IDLE", "0"))
+    report = engine.run(standby=standby, on_standby=lambda: print("standby ready", flush=True), idle_timeout=idle)
     if report.caught_up_from is not None:
         print(f"caught up from {report.caught_up_from}", flush=True)
