@@ -101,8 +101,8 @@ def check(files: Path, work: Path, shape: str) -> None:
 
 
 def test_an_uninterrupted_run_matches_plain_python(spark: SparkSession, files: Path, tmp_path: Path) -> None:
-    """(Sliding and session windows run uninterrupted in the Structured Streaming
-    comparison.)"""
+    """(Sliding and session windows are compared with Structured Streaming's, in
+    test_windows_vs_structured_streaming.)"""
     assert finish(start(files, tmp_path, "tumbling")) == 0
     check(files, tmp_path, "tumbling")
     run_here(spark, files, tmp_path, "tumbling")  # a restart after the end adds nothing
