@@ -17,7 +17,8 @@ One epoch, step by step (the crash points of :mod:`falkirk.runtime.faults` are n
    forgets what the previous commit's low-watermarks let go (``commit.before`` /
    ``commit.after``).
 5. Collect: the files of the forgotten records are deleted (``gc.before``); the new
-   low-watermarks say what the next commit forgets.
+   low-watermarks say what the next commit forgets. Steps 4 and 5 are
+   :mod:`falkirk.runtime.commits`.
 
 Recovery: on start, if the storage root holds an earlier run, every processor is
 failed; the solver picks a consistent frontier for each from the committed Ξ records
@@ -45,6 +46,7 @@ from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.barriers import BarrierClock
+from falkirk.runtime.commits import Committer
 from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
 from falkirk.runtime.edges import EdgeActions
@@ -77,12 +79,11 @@ from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
-from falkirk.storage import CommitBatch, MetaStore, RootLock, StoredFile
+from falkirk.storage import MetaStore, RootLock
 from falkirk.storage.filesystem import filesystem_for, is_uri
 from falkirk.storage.pairs import pair_identity
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
-from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
 
@@ -317,14 +318,15 @@ class Engine:
             self.runner = EpochRunner(
                 self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
             )
+            self.committer = Committer(self.state, self.runner, self.edges, self.barriers, self.observer)
             self.loops = LoopStage(
                 self.state,
                 self.runner,
-                partial(self._commit_part, "iteration"),
-                SequenceStage(self.state, self.runner, partial(self._commit_part, "chunk")),
+                partial(self.committer.part, "iteration"),
+                SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
             )
             self._loop(pool, max_epochs)
-            self._collect(self.state.ledger.flush())
+            self.committer.collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -353,7 +355,7 @@ class Engine:
                 planned += 1
             if not inflight:
                 if not self._failed:
-                    self._final_barrier()  # nothing new now: release what was read
+                    self.committer.final_barrier()  # nothing new now: release what was read
                 done = self._failed or (max_epochs is not None and planned >= max_epochs)
                 now = time.monotonic()
                 idle_since = now if idle_since is None else idle_since
@@ -435,21 +437,6 @@ class Engine:
         self.observer.recovered(state, "rollback")
         self.barriers.rolled_back(min(state.frontier.values()))
 
-    # -- global checkpoints ----------------------------------------------------------------
-
-    def _final_barrier(self) -> None:
-        """With global checkpoints and nothing in flight: a barrier after the last
-        committed epoch unless one follows it already, so that everything read is
-        checkpointed, acknowledged and released (a clean stop, an idle service)."""
-        state = self.state
-        last = max(state.frontier.values(), default=0)
-        if not self.barriers.final_due(last):
-            return
-        work = self.runner.snapshot(last)
-        self._collect(state.ledger.commit(last, work.batch, work.ran, barrier=True))
-        self.edges.act()
-        self.report.checkpoints.append(("*", last, "global"))
-
     # -- start and recovery -------------------------------------------------------------
 
     def _set_up(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
@@ -482,53 +469,19 @@ class Engine:
 
     # -- one epoch ------------------------------------------------------------------------
 
-    def _commit_part(self, unit: str, work: EpochWork, ticks: dict[str, Tick]) -> None:
-        """Commit one part of an epoch - a loop's ``"iteration"`` or a sequence-number
-        region's ``"chunk"``: what its processors persisted at their ``ticks`` and
-        their Ξ there (see :mod:`falkirk.runtime.loop`, :mod:`falkirk.runtime.sequence`),
-        between the crash points ``<unit>.written`` and ``<unit>.committed``."""
-        crash_point(f"{unit}.written")
-        self._collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
-        crash_point(f"{unit}.committed")
-        self.edges.act()
-
-    def _collect(self, files: list[StoredFile]) -> None:
-        """Delete garbage whose records a durable commit forgot."""
-        if files:
-            crash_point("gc.before")  # their records are forgotten durably; files still there
-            self.state.delete(files)
-            self.observer.collected(files)
-
     def _commit(self, work: EpochWork) -> None:
-        """Commit one computed epoch (main thread, in epoch order), then collect garbage.
-        With loops, what a worker computed commits first, then the loops and what
-        follows them run here (:mod:`falkirk.runtime.loop`) and commit the rest."""
-        state, epoch = self.state, work.epoch
+        """Commit one computed epoch (main thread, in epoch order), then collect garbage
+        (:mod:`falkirk.runtime.commits`). With loops, what a worker computed commits
+        first, then the loops and what follows them run here
+        (:mod:`falkirk.runtime.loop`) and commit the rest."""
         crash_point("epoch.computed")
-        state.ledger.check_input(epoch, work.ran)  # input changed while it was read: not committed
+        self.state.ledger.check_input(work.epoch, work.ran)  # input changed while it was read: not committed
         if self.loops.active:
-            self._collect(state.ledger.commit(epoch, work.batch, work.ran, complete=False))
-            self.edges.act()
-            for name in work.ran:
-                state.frontier[name] = epoch
-            work.batch, work.ran = CommitBatch(), []
+            self.committer.ahead(work)
             self.loops.run(work)
             for write in work.writes:
                 write.result()
             crash_point("loop.computed")
-        self._collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
-        if work.barrier:
-            self.barriers.last = epoch
-        self.edges.act()
-        for name in work.ran:
-            state.frontier[name] = epoch
-        self.runner.finish(work)
-        self.report.epochs.append(epoch)
-        self.report.epoch_seconds.append(time.perf_counter() - work.started)
-        for name, seconds in work.step_seconds.items():
-            self.report.step_seconds.setdefault(name, []).append(seconds)
-            self.report.step_finished.setdefault(name, []).append(work.step_finished[name])
-        self.report.last_records = work.records
-        self.observer.committed(state, work)
+        self.committer.epoch(work)
         if self.on_epoch:
-            self.on_epoch(epoch, time.perf_counter() - work.started, self.report)
+            self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)

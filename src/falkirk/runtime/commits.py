@@ -1,0 +1,101 @@
+"""Committing computed work, in epoch order, on the engine's main thread: steps 4
+and 5 of an epoch (:mod:`falkirk.runtime.engine`).
+
+A commit is one metadata transaction (:meth:`Ledger.commit
+<falkirk.runtime.ledger.Ledger.commit>`); after it the files of the records it
+forgot are deleted (crash point ``gc.before``) and the edges act on what it made
+durable (releases to sinks, acknowledgements to sources:
+:class:`~falkirk.runtime.edges.EdgeActions`). Three kinds of commit share that:
+
+* an epoch's (:meth:`Committer.epoch`), after everything it computed;
+* a part of an epoch (:meth:`Committer.part`): a loop's iteration or a
+  sequence-number region's chunk, between ``<unit>.written`` and ``<unit>.committed``;
+  with loops, what the workers computed ahead of the loops commits first
+  (:meth:`Committer.ahead`);
+* a final global checkpoint (:meth:`Committer.final_barrier`), so that an idle
+  service or a clean stop has everything it read checkpointed and released.
+"""
+
+from __future__ import annotations
+
+import time
+
+from falkirk.runtime.barriers import BarrierClock
+from falkirk.runtime.edges import EdgeActions
+from falkirk.runtime.epoch import EpochRunner, EpochWork
+from falkirk.runtime.faults import crash_point
+from falkirk.runtime.observer import Observer
+from falkirk.runtime.state import RunState
+from falkirk.storage import CommitBatch, StoredFile
+from falkirk.time.ticks import Tick
+
+
+class Committer:
+    """Commits one run's work (see the module docstring)."""
+
+    def __init__(self, state: RunState, runner: EpochRunner, edges: EdgeActions, barriers: BarrierClock, observer: Observer) -> None:
+        self.state = state
+        self.runner = runner
+        self.edges = edges
+        self.barriers = barriers
+        self.observer = observer
+
+    def collect(self, files: list[StoredFile]) -> None:
+        """Delete garbage whose records a durable commit forgot."""
+        if files:
+            crash_point("gc.before")  # their records are forgotten durably; files still there
+            self.state.delete(files)
+            self.observer.collected(files)
+
+    def part(self, unit: str, work: EpochWork, ticks: dict[str, Tick]) -> None:
+        """Commit one part of an epoch - a loop's ``"iteration"`` or a sequence-number
+        region's ``"chunk"``: what its processors persisted at their ``ticks`` and
+        their Ξ there (see :mod:`falkirk.runtime.loop`, :mod:`falkirk.runtime.sequence`),
+        between the crash points ``<unit>.written`` and ``<unit>.committed``."""
+        crash_point(f"{unit}.written")
+        self.collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
+        crash_point(f"{unit}.committed")
+        self.edges.act()
+
+    def ahead(self, work: EpochWork) -> None:
+        """With loops: commit what the workers computed of ``work``'s epoch (every
+        processor before the loops), which then stand at the epoch, and empty
+        ``work`` for the loops' stage."""
+        self.collect(self.state.ledger.commit(work.epoch, work.batch, work.ran, complete=False))
+        self.edges.act()
+        for name in work.ran:
+            self.state.frontier[name] = work.epoch
+        work.batch, work.ran = CommitBatch(), []
+
+    def epoch(self, work: EpochWork) -> None:
+        """Commit the (rest of the) epoch ``work`` computed, collect the garbage the
+        commit let go, act on the edges, and count the epoch in the run's report."""
+        state, epoch = self.state, work.epoch
+        self.collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
+        if work.barrier:
+            self.barriers.last = epoch
+        self.edges.act()
+        for name in work.ran:
+            state.frontier[name] = epoch
+        self.runner.finish(work)
+        report = state.report
+        report.epochs.append(epoch)
+        report.epoch_seconds.append(time.perf_counter() - work.started)
+        for name, seconds in work.step_seconds.items():
+            report.step_seconds.setdefault(name, []).append(seconds)
+            report.step_finished.setdefault(name, []).append(work.step_finished[name])
+        report.last_records = work.records
+        self.observer.committed(state, work)
+
+    def final_barrier(self) -> None:
+        """With global checkpoints and nothing in flight: a barrier after the last
+        committed epoch unless one follows it already, so that everything read is
+        checkpointed, acknowledged and released (a clean stop, an idle service)."""
+        state = self.state
+        last = max(state.frontier.values(), default=0)
+        if not self.barriers.final_due(last):
+            return
+        work = self.runner.snapshot(last)
+        self.collect(state.ledger.commit(last, work.batch, work.ran, barrier=True))
+        self.edges.act()
+        state.report.checkpoints.append(("*", last, "global"))
