@@ -4,10 +4,11 @@ and a PostgreSQL database. Each is SIGKILLed in turn: one in the middle of the
 egress (an epoch written, the other driver not yet told), replaced by a new driver
 that catches up from the other's state while it runs; then the other, at a random
 moment, while the new one goes on alone; restarted, it recovers from its own root
-(the pair kept what it needs). Input files arrive one by one, as the pair commits them, while the
-drivers run as services; the first survivor never ends on its own (it is killed), so
-however slow the machine it still runs when the new driver joins. The whole output and dead-letter
-tables must equal one batch job's over the input that arrived."""
+(the pair kept what it needs). Input files arrive one by one, as the pair commits
+them, while the drivers run as services; the first survivor never ends on its own
+(it is killed), so however slow the machine it still runs when the new driver
+joins. The whole output and dead-letter tables must equal one batch job's over the
+input that arrived."""
 
 from __future__ import annotations
 
