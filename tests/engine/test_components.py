@@ -69,7 +69,7 @@ def test_an_executor_lost_in_a_loop_s_stage_is_recovered_in_the_same_driver(spar
     third iteration of an epoch committed, in the loop's stage, outside an epoch's
     computation: the next iteration fails, and the engine recovers in this process
     from the committed metadata, as a restart would, with the exact output."""
-    from falkirk.runtime import engine as engine_module
+    from falkirk.runtime import commits as commits_module
     from falkirk.spark.blocks import checkpointed_rdds, lost_blocks
 
     edges = tmp_path / "edges"
@@ -78,7 +78,7 @@ def test_an_executor_lost_in_a_loop_s_stage_is_recovered_in_the_same_driver(spar
     (edges / "e2.csv").write_text("src,dst\n" + "\n".join(f"{v},{v + 1}" for v in range(41, 50)) + "\n")
     running = Engine(build_pipeline(str(edges), str(tmp_path / "out"), str(tmp_path / "rej")), tmp_path / "state", spark=spark)
     seen = {"iterations": 0}
-    original = engine_module.crash_point
+    original = commits_module.crash_point
 
     def losing(point: str) -> None:
         original(point)
@@ -91,7 +91,7 @@ def test_an_executor_lost_in_a_loop_s_stage_is_recovered_in_the_same_driver(spar
                         rdd.unpersist(True)  # the block manager master forgets them, as on a loss
                 assert lost_blocks(spark, held)
 
-    monkeypatch.setattr(engine_module, "crash_point", losing)
+    monkeypatch.setattr(commits_module, "crash_point", losing)  # where iterations commit
     report = running.run()
     assert seen["iterations"] > 3 and report.restarts_in_process == 1
     assert_exact(edges, tmp_path)
