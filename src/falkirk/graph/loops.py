@@ -24,9 +24,27 @@ long epoch resumes from the last iteration, not from the epoch's start; lazily
 (:class:`~falkirk.graph.LazyCheckpoint`) only when an epoch's iterations are over,
 every ``every`` epochs.
 
-Later epochs enter the loop while earlier ones still iterate: everything upstream of
-the loop runs ahead (up to the engine's ``max_in_flight`` epochs); the loop and what
-is downstream of it apply epochs in order.
+Later epochs enter the loop while earlier ones still iterate. Everything upstream of
+the loop runs ahead (up to the engine's ``max_in_flight`` epochs). By default the loop
+then applies epochs in order: epoch e + 1's first iteration runs after e's last, which
+a loop whose state carries over from epoch to epoch (label propagation) needs. A loop
+built with ``interleave=True`` runs the epochs in flight *together*, in rounds: round
+r runs the next iteration of every epoch inside the loop, oldest epoch first, and an
+epoch whose upstream part is computed joins at the next round. An epoch with few
+iterations then leaves before an earlier, longer one has finished. It is allowed
+when the loop's times are independent of each other, which is checked:
+
+* every keyed processor in the loop keeps its state partitioned by logical time
+  (``buffer``; section 3.3 of the paper: only such state may take a later time
+  before an earlier one), and nothing in the loop keeps state across times otherwise;
+* its processors persist at epoch ends only (``LazyCheckpoint`` or ``Stateless``):
+  what they persist is committed when an epoch's iterations are over, in epoch order;
+  the checkpoint of epoch e then holds all of e's times and none of e + 1's, though
+  e + 1's parts are in the state already (a *selective* checkpoint, section 2.3), and
+  a rollback to it restores exactly "all of e, none of e + 1";
+* nothing upstream of it is in another loop or sequence-number region.
+
+What comes after the loop still runs, and commits, epoch by epoch in order.
 """
 
 from __future__ import annotations
@@ -66,6 +84,8 @@ class Loop:
     #: (a :class:`GraphError`: for computations whose result is wrong unless they
     #: reach their fixed point).
     on_limit: str = "stop"
+    #: Run the epochs in flight together, round by round (see the module docstring).
+    interleave: bool = False
 
     def __post_init__(self) -> None:
         if self.on_limit not in ("stop", "fail"):
@@ -76,6 +96,8 @@ class Loop:
             raise GraphError(
                 f"loop {self.name!r}: max_iterations must be an int in 1..{MAX_ITERATIONS}, got {self.max_iterations!r}"
             )
+        if not isinstance(self.interleave, bool):
+            raise GraphError(f"loop {self.name!r}: interleave must be True or False, got {self.interleave!r}")
 
     def enter(self, name: str, stream: Stream, *, policy: Policy | None = None) -> Stream:
         """``stream`` (of epochs) inside the loop: epoch e's rows at ``(e, 0)``."""

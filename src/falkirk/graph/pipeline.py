@@ -36,7 +36,7 @@ from falkirk.graph.policies import (
     Policy,
     Stateless,
 )
-from falkirk.graph.scopes import check_sequence_policy, out_scope, scope_of
+from falkirk.graph.scopes import check_interleaved, check_sequence_policy, out_scope, scope_of
 from falkirk.graph.sequences import Sequenced
 from falkirk.graph.specs import (
     LOOP_POLICIES,
@@ -109,15 +109,18 @@ class Pipeline:
         self.loops: dict[str, Loop] = {}
         self.sequences: dict[str, Sequenced] = {}
 
-    def iterate(self, name: str, *, max_iterations: int = 1000, on_limit: str = "stop") -> Loop:
+    def iterate(self, name: str, *, max_iterations: int = 1000, on_limit: str = "stop", interleave: bool = False) -> Loop:
         """A loop region (see :mod:`falkirk.graph.loops`): streams enter it with
         :meth:`Loop.enter`, go around with :meth:`Loop.feedback` and
         :meth:`Loop.connect`, and leave with :meth:`Loop.leave`. An epoch's
         iterations end at the first that sends nothing back, or after
         ``max_iterations``: then, if rows are still sent back, ``on_limit="stop"``
-        drops them (with a warning) and ``"fail"`` stops the pipeline with an error."""
+        drops them (with a warning) and ``"fail"`` stops the pipeline with an error.
+        ``interleave=True``: the epochs in flight iterate together, round by round,
+        for a loop whose times are independent (checked when the pipeline runs; see
+        :mod:`falkirk.graph.loops`)."""
         self._region_name("loop", name)
-        loop = Loop(self, name, max_iterations, on_limit)
+        loop = Loop(self, name, max_iterations, on_limit, interleave)
         self.loops[name] = loop
         return loop
 
@@ -251,6 +254,9 @@ class Pipeline:
             for kind, how in (("enter", "loop.enter"), ("feedback", "loop.feedback and loop.connect"), ("leave", "loop.leave")):
                 if kind not in kinds:
                     raise GraphError(f"loop {loop!r} has no {kind}; add one with {how}")
+        for name, built in self.loops.items():
+            if built.interleave:
+                check_interleaved(name, list(self.processors.values()))
         for region in self.sequences:
             kinds = [p.kind for p in self.processors.values() if getattr(p.spec, "sequence", None) == region]
             for kind, how in (("number", "region.enter"), ("regroup", "region.leave")):

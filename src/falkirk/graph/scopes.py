@@ -4,10 +4,11 @@ and what it is, with errors that say how to fix the graph."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.graph.policies import EagerCheckpoint, Policy, Stateless
+from falkirk.graph.policies import EagerCheckpoint, LazyCheckpoint, Policy, Stateless
 from falkirk.graph.specs import (
     SEQUENCE_POLICIES,
     EnterSpec,
@@ -79,11 +80,48 @@ def scope_of(name: str, spec: OperatorSpec, scopes: set[str | None], loops: Coll
                 "record is its own time); drop on_epoch_end or move it after region.leave"
             )
         return loop
-    if loop is not None and spec.kind in ("join", "lookup", "buffer"):
+    if loop is not None and (spec.kind in ("join", "lookup") or getattr(spec, "retain", None) is not None):
         raise GraphError(
             f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
-            "epochs); use stateful or aggregate, or join outside the loop"
+            "epochs); use stateful, aggregate or a buffer without retain, or join outside the loop"
         )
     if loop is not None and (spec.source or spec.sink):
         raise GraphError(f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r}; take its stream out with loop.leave")
     return loop
+
+
+def check_interleaved(loop: str, processors: Sequence[Any]) -> None:
+    """Raise unless loop ``loop`` may run its epochs interleaved (see
+    :mod:`falkirk.graph.loops`): its keyed processors keep state partitioned by time,
+    its processors persist at epoch ends only, and nothing upstream of it is in a
+    region. ``processors``: the pipeline's :class:`~falkirk.graph.Processor` objects."""
+    members = [p for p in processors if p.loop == loop]
+    for p in members:
+        if p.spec.keyed and not p.spec.selective:
+            raise GraphError(
+                f"loop {loop!r} interleaves epochs, but processor {p.name!r} ({p.kind}) keeps state that is not "
+                "partitioned by time: a later epoch's iteration would change what an earlier one reads "
+                "(section 3.3). Build the loop without interleave=True, or keep that state in a buffer"
+            )
+        if not isinstance(p.policy, (Stateless, LazyCheckpoint)):
+            raise GraphError(
+                f"loop {loop!r} interleaves epochs, which commits what its processors persist when an epoch's "
+                f"iterations are over; processor {p.name!r} has policy {p.policy.name}, which persists every "
+                "iteration. Use LazyCheckpoint(every=1) (a checkpoint at every epoch's end) or Stateless, or "
+                "build the loop without interleave=True"
+            )
+    by_name = {p.name: p for p in processors}
+    seen: set[str] = set()
+    todo = [i.src for p in members for i in p.inputs if by_name[i.src].loop != loop]
+    while todo:
+        q = by_name[todo.pop()]
+        if q.name in seen:
+            continue
+        seen.add(q.name)
+        if q.region is not None:
+            raise GraphError(
+                f"loop {loop!r} interleaves epochs, but what enters it comes from {q.name!r} in region "
+                f"{q.region!r}: an interleaved loop must read epochs computed ahead of every loop and region. "
+                "Build it without interleave=True"
+            )
+        todo += [i.src for i in q.inputs]

@@ -253,7 +253,9 @@ class Stream:
         order - later epochs in flight need not wait for earlier ones - and its
         checkpoints are selective: a checkpoint of epoch A holds exactly the rows of
         the epochs up to A, even when rows of a later epoch B have arrived already,
-        and a rollback to A restores "all of A, none of B". ``rows()`` on its operator
+        and a rollback to A restores "all of A, none of B". Inside a loop (without
+        ``retain``) its parts are the loop's times ``(epoch, iteration)``, so it may
+        sit in a loop built with ``interleave=True``. ``rows()`` on its operator
         gives what it holds."""
         return self._build(name, lambda: BufferSpec(retain=retain), policy=policy)
 

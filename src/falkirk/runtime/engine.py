@@ -168,6 +168,8 @@ class Engine:
         self.report = RunReport()
         self._failed: set[str] = set()
         self._losses = 0  # executor losses recovered since the last commit
+        #: Epochs an interleaved loop took in whose epoch commit is still to come.
+        self._admitted: set[int] = set()
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._finish = False  # run(finish=...)
@@ -325,6 +327,7 @@ class Engine:
                 partial(self.committer.part, "iteration"),
                 SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
             )
+            self._admitted = set()
             self._loop(pool, max_epochs)
             self.committer.collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
@@ -378,7 +381,7 @@ class Engine:
                 continue
             self._losses = 0
             self.report.in_flight = len(inflight) + 1
-            self._commit(work)
+            self._commit(work, inflight)
             self._failed |= armed_failures(work.epoch)
             if self._failed and not inflight:  # failures take effect between epochs
                 if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
@@ -407,6 +410,8 @@ class Engine:
         self._losses += 1
         give_up_after(self._losses, work.epoch, exc)
         works = [work, *(w for w, _ in inflight)]
+        if self._admitted or any(self.loops.flights.values()):
+            raise GraphError(f"internal: epochs {sorted(self._admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded")
         discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
         touched = set().union(*(w.touched for w in works))
         last = work.epoch - 1  # epochs commit in order: every earlier one has
@@ -469,19 +474,46 @@ class Engine:
 
     # -- one epoch ------------------------------------------------------------------------
 
-    def _commit(self, work: EpochWork) -> None:
+    def _commit(self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) -> None:
         """Commit one computed epoch (main thread, in epoch order), then collect garbage
         (:mod:`falkirk.runtime.commits`). With loops, what a worker computed commits
         first, then the loops and what follows them run here
-        (:mod:`falkirk.runtime.loop`) and commit the rest."""
-        crash_point("epoch.computed")
-        self.state.ledger.check_input(work.epoch, work.ran)  # input changed while it was read: not committed
+        (:mod:`falkirk.runtime.loop`) and commit the rest; an interleaved loop takes
+        in the next epochs of ``inflight`` whose workers are done meanwhile
+        (:meth:`_admit`)."""
+        if work.epoch in self._admitted:
+            self._admitted.discard(work.epoch)  # its part before the loops is committed
+        else:
+            self._computed(work)
         if self.loops.active:
-            self.committer.ahead(work)
-            self.loops.run(work)
+            self.loops.run(work, partial(self._admit, inflight))
             for write in work.writes:
                 write.result()
             crash_point("loop.computed")
         self.committer.epoch(work)
         if self.on_epoch:
             self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)
+
+    def _computed(self, work: EpochWork) -> None:
+        """A worker has computed ``work``: check its input, and with loops commit
+        what it computed (everything before the loops)."""
+        crash_point("epoch.computed")
+        self.state.ledger.check_input(work.epoch, work.ran)  # input changed while it was read: not committed
+        if self.loops.active:
+            self.committer.ahead(work)
+
+    def _admit(self, inflight: deque[tuple[EpochWork, Future[None]]]) -> list[EpochWork]:
+        """The next epochs of ``inflight``, in order, whose workers are done without
+        error and which no interleaved loop has taken in yet: their part before the
+        loops is committed now, so they may enter. A worker still running, or one
+        that failed, ends the list (the epoch loop handles the failure in order)."""
+        admitted: list[EpochWork] = []
+        for later, future in inflight:
+            if later.epoch in self._admitted:
+                continue
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                break
+            self._computed(later)
+            self._admitted.add(later.epoch)
+            admitted.append(later)
+        return admitted

@@ -39,7 +39,7 @@ from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
-from falkirk.spark.materialise import replicated
+from falkirk.spark.materialise import materialise, replicated
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 
@@ -366,6 +366,16 @@ class EpochRunner:
     def keep(self, work: EpochWork, df: DataFrame) -> DataFrame:
         """``df`` persisted until ``work``'s epoch has committed."""
         kept = df.persist()
+        with self._lock:
+            work.cached.append(kept)
+        return kept
+
+    def cut(self, work: EpochWork, df: DataFrame) -> DataFrame:
+        """``df`` computed now and kept, its lineage cut (:func:`materialise`), until
+        ``work``'s epoch has committed: what a loop sends back, so that iteration n's
+        plan does not hold the n iterations before it (Spark overflows its stack
+        serialising a task's lineage after about 20 iterations otherwise)."""
+        kept = materialise(df)
         with self._lock:
             work.cached.append(kept)
         return kept

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 
@@ -50,6 +51,24 @@ IterationCommit = Callable[[EpochWork, dict[str, Tick]], None]
 #: that needs them means the rollback plan was wrong).
 Rows = DataFrame | None
 
+#: The next epochs in flight ready to enter an interleaved loop (see :meth:`LoopStage.run`).
+Admit = Callable[[], list[EpochWork]]
+
+
+@dataclass
+class _Flight:
+    """One epoch's way through one loop: where it is and what it has sent."""
+
+    work: EpochWork
+    #: The rows of every iteration so far of each output read by a ``leave``.
+    leaving: dict[tuple[str, str], list[Rows]]
+    iteration: int = 0
+    #: The previous iteration's rows into each feedback.
+    sent: dict[tuple[str, str], Rows] = field(default_factory=dict)
+    #: Iterations in which some processor ran (rather than held the time).
+    computed: int = 0
+    done: bool = False
+
 
 class LoopStage:
     """The main thread's part of each epoch of a pipeline with loops (see the module
@@ -66,15 +85,19 @@ class LoopStage:
         self.members = {name: [p for p in state.order if p.loop == name] for name in state.pipeline.loops}
         #: Iterations each loop ran in the last epoch (for reports and tests).
         self.iterations: dict[str, int] = {}
+        #: Per interleaved loop, the epochs inside it by epoch (see :meth:`run`).
+        self.flights: dict[str, dict[int, _Flight]] = {}
 
     @property
     def active(self) -> bool:
         """Whether the pipeline has loops or regions (and so this stage has work)."""
         return bool(self.later)
 
-    def run(self, work: EpochWork) -> None:
+    def run(self, work: EpochWork, admit: Admit = lambda: []) -> None:
         """The epoch's loops and what follows them, into ``work`` (whose batch the
-        engine commits after)."""
+        engine commits after). ``admit``: the next epochs in flight whose part before
+        the loops is computed and committed now, in epoch order; an interleaved loop
+        takes them in while ``work``'s epoch iterates."""
         done: set[str] = set()
         for p in self.later:
             if p.region is None:
@@ -83,36 +106,70 @@ class LoopStage:
                 continue
             elif p.loop is not None:
                 done.add(p.loop)
-                self._iterate(self.state.pipeline.loops[p.loop], work)
+                loop = self.state.pipeline.loops[p.loop]
+                if loop.interleave:
+                    self._interleaved(loop, work, admit)
+                else:
+                    flight = self._flight(loop, work)
+                    while not flight.done:
+                        self._advance(loop, flight)
+                    self._leave(loop, flight)
             elif p.sequence is not None:
                 done.add(p.sequence)
                 self.sequences.run(self.state.pipeline.sequences[p.sequence], work)
 
     # -- one loop ---------------------------------------------------------------------
 
-    def _iterate(self, loop: Loop, work: EpochWork) -> None:
-        epoch, members = work.epoch, self.members[loop.name]
+    def _interleaved(self, loop: Loop, work: EpochWork, admit: Admit) -> None:
+        """Round after round, the next iteration of every epoch inside ``loop``
+        (oldest first), taking in the epochs ``admit`` hands over, until ``work``'s
+        epoch is at its fixed point; then its rows leave. The later epochs stay
+        inside, where they are, for the engine's next call."""
+        flights = self.flights.setdefault(loop.name, {})
+        if work.epoch not in flights:
+            flights[work.epoch] = self._flight(loop, work)
+        mine = flights[work.epoch]
+        while not mine.done:
+            for later in admit():
+                flights[later.epoch] = self._flight(loop, later)
+                inside = [e for e, f in flights.items() if e < later.epoch and not f.done]
+                self.state.report.interleaved.append((loop.name, later.epoch, inside))
+                logger.info("loop=%s epoch=%d entered while epochs %s iterate", loop.name, later.epoch, inside)
+            for epoch in sorted(flights):
+                if not flights[epoch].done:
+                    self._advance(loop, flights[epoch])
+        del flights[work.epoch]
+        self._leave(loop, mine)
+
+    def _flight(self, loop: Loop, work: EpochWork) -> _Flight:
         exits = {(i.src, i.port) for q in self.later if isinstance(q.spec, LeaveSpec) for i in q.inputs}
-        leaving: dict[tuple[str, str], list[Rows]] = {key: [] for key in exits}
-        sent: dict[tuple[str, str], Rows] = {}  # the previous iteration's rows, for feedbacks
-        iteration, computed = 0, 0
-        while True:
-            current, ran = self._iteration(loop, work, members, (epoch, iteration), sent)  # Step 1, 2
-            computed += ran
-            for key in exits:
-                leaving[key].append(current.get(key))
-            sent = {(fb.inputs[0].src, fb.inputs[0].port): current.get((fb.inputs[0].src, fb.inputs[0].port)) for fb in self._feedbacks(members)}
-            if not self._continues(loop, members, epoch, iteration, sent, work):
-                break
-            if iteration + 1 >= loop.max_iterations:
-                self._limit(loop, epoch)
-                break
-            iteration += 1
-        self.iterations[loop.name] = iteration + 1
-        self.state.report.iterations.append((loop.name, epoch, iteration + 1, computed))
-        logger.info("loop=%s epoch=%d iterations=%d", loop.name, epoch, iteration + 1)
-        self._finish(members, work)  # Step 3
-        for key, parts in leaving.items():
+        return _Flight(work, leaving={key: [] for key in exits})
+
+    def _advance(self, loop: Loop, flight: _Flight) -> None:
+        """One iteration of ``flight``'s epoch (steps 1 and 2); marks it done at its
+        fixed point or at the iteration limit."""
+        work, members, epoch, iteration = flight.work, self.members[loop.name], flight.work.epoch, flight.iteration
+        current, ran = self._iteration(loop, work, members, (epoch, iteration), flight.sent)
+        flight.computed += ran
+        for key, parts in flight.leaving.items():
+            parts.append(current.get(key))
+        flight.sent = {(fb.inputs[0].src, fb.inputs[0].port): current.get((fb.inputs[0].src, fb.inputs[0].port)) for fb in self._feedbacks(members)}
+        if not self._continues(loop, members, epoch, iteration, flight.sent):
+            flight.done = True
+        elif iteration + 1 >= loop.max_iterations:
+            self._limit(loop, epoch)
+            flight.done = True
+        else:
+            flight.iteration += 1
+
+    def _leave(self, loop: Loop, flight: _Flight) -> None:
+        """Step 3 for ``flight``'s epoch, done iterating: what leaves the loop."""
+        work, epoch, count = flight.work, flight.work.epoch, flight.iteration + 1
+        self.iterations[loop.name] = count
+        self.state.report.iterations.append((loop.name, epoch, count, flight.computed))
+        logger.info("loop=%s epoch=%d iterations=%d", loop.name, epoch, count)
+        self._finish(self.members[loop.name], work)
+        for key, parts in flight.leaving.items():
             work.outputs[key] = self._all(key, parts, epoch)
 
     def _iteration(
@@ -143,9 +200,11 @@ class LoopStage:
         for fb in self._feedbacks(members):  # kept: tested for emptiness, then read again
             key = (fb.inputs[0].src, fb.inputs[0].port)
             if current.get(key) is not None:
-                current[key] = self.runner.keep(work, current[key])  # type: ignore[arg-type]
+                current[key] = self.runner.cut(work, current[key])  # type: ignore[arg-type]
         work.absorb(sub)
         if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
+            if loop.interleave:  # check_interleaved refuses the policies that do
+                raise GraphError(f"internal: interleaved loop {loop.name!r} persisted something at {at}")
             self.commit(sub, ran)
         return current, bool(ran)
 
@@ -174,9 +233,7 @@ class LoopStage:
             )
         return rows
 
-    def _continues(
-        self, loop: Loop, members: list[Processor], epoch: int, iteration: int, sent: dict[tuple[str, str], Rows], work: EpochWork
-    ) -> bool:
+    def _continues(self, loop: Loop, members: list[Processor], epoch: int, iteration: int, sent: dict[tuple[str, str], Rows]) -> bool:
         """Whether epoch ``epoch`` has an iteration after ``iteration``: some rows
         were sent back, or (after a rollback) a processor resumed inside the epoch
         holds that iteration. (One that holds the whole epoch says nothing of how

@@ -18,6 +18,9 @@ class RunReport:
     #: Per loop and epoch run: (loop, epoch, iterations, iterations computed - the
     #: others were held already after a rollback that resumed inside the epoch).
     iterations: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: Per epoch that entered an interleaved loop while earlier ones iterated:
+    #: (loop, epoch, the earlier epochs still iterating).
+    interleaved: list[tuple[str, int, list[int]]] = field(default_factory=list)
     #: Per sequence-number region and epoch run: (region, epoch, chunks, records).
     chunks: list[tuple[str, int, int, int]] = field(default_factory=list)
     recovered: dict[str, int] | None = None

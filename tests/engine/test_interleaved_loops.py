@@ -1,0 +1,169 @@
+"""Interleaved loops in the engine: later epochs iterate together with earlier ones,
+and selective rollback inside a loop (the paper's Figure 3 - Select -> Sum -> Buffer -
+with (epoch, iteration) times, sections 2.3 and 3.3).
+
+Epoch 1 takes 21 iterations and epoch 2 only 3: epoch 2 enters the loop while epoch
+1 iterates and is done with its iterations long before. ``buffer``'s checkpoint at
+the end of epoch 1 is then taken with epoch 2's sums in its state, and holds none of
+them. Killed after epoch 1 commits, the pipeline rolls ``buffer`` back to "all of
+epoch 1, none of epoch 2" and runs epoch 2 again: every sum is held once. Every run's
+whole output, and everything the buffer holds, is compared with a plain-Python
+computation."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from falkirk.demo.verify import differences
+from falkirk.graph import EagerCheckpoint, GraphError, Pipeline
+from falkirk.io import FileSource, MemorySink
+from falkirk.runtime import Engine
+from falkirk.storage import MetaStore
+from falkirk.time import INF
+from falkirk.time.ticks import ordinal
+from tests.engine.interleave_pipeline import build, expected, expected_held, iterations, write
+
+RUNNER = Path(__file__).with_name("interleave_pipeline.py")
+EPOCHS = [[2**20, 3 * 2**18, 777], [5, 3], [2**12 + 1, 9], [1, 2], [6]]
+
+
+@pytest.fixture()
+def numbers(tmp_path: Path) -> Path:
+    write(tmp_path / "in", EPOCHS)
+    return tmp_path / "in"
+
+
+def held(engine: Engine) -> pd.DataFrame:
+    rows = engine.state.operators["buffer"].rows().toPandas()  # type: ignore[attr-defined]
+    return rows[["total", "_time"]].astype("int64")
+
+
+def output(tmp_path: Path) -> pd.DataFrame:
+    return pd.read_parquet(tmp_path / "out")[["total", "epoch"]].astype("int64")
+
+
+def epoch_of(version: int) -> int:
+    """The epoch of a buffer part's version (the ordinal of its (epoch, iteration))."""
+    return next(e for e in range(1, len(EPOCHS) + 2) if version <= ordinal((e, INF)))
+
+
+def test_a_later_epoch_iterates_with_an_earlier_one_and_the_checkpoint_is_selective(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert [len(iterations(e)) for e in EPOCHS][:2] == [21, 3]
+    engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
+    report = engine.run(max_epochs=2)  # then the checkpoints are looked at, before compaction forgets them
+    assert report.epochs == [1, 2]
+    assert report.interleaved == [("halve", 2, [1])]  # epoch 2 entered while epoch 1 iterated
+    arrivals = [epoch_of(v) for v in engine.state.operators["buffer"].arrivals]  # type: ignore[attr-defined]
+    assert arrivals.count(2) == 3 and arrivals[-1] == 1, arrivals  # epoch 2 was done before epoch 1
+    # so epoch 2's sums were in the state when epoch 1's checkpoint was taken (at its end)
+    meta = MetaStore(tmp_path / "state", read_only=True)
+    chain = {t: files for t, _, files in meta.state_files("buffer")}
+    meta.close()
+    assert set(chain) == {(1, INF), (2, INF)}
+    in_one = pd.read_parquet([f.path for f in chain[(1, INF)]])
+    assert sorted(in_one["_time"]) == [ordinal((1, i)) for i in range(21)]  # all of epoch 1, nothing of epoch 2
+    in_two = pd.read_parquet([f.path for f in chain[(2, INF)]])
+    assert sorted(in_two["_time"]) == [ordinal((2, i)) for i in range(3)]  # the delta: epoch 2's sums
+    report = engine.run()  # the rest, from a restart's recovery
+    assert report.recovered_at["buffer"] == (2, INF) and report.epochs == [1, 2, 3, 4, 5]  # one report for both runs
+    assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []
+
+
+def test_killed_with_a_later_epoch_in_the_state_it_rolls_back_to_all_of_one_none_of_the_next(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Killed after epoch 2's iterations are computed, epoch 1 committed: epoch 2's
+    sums (and maybe epoch 3's) are in ``buffer``'s state, but not in its checkpoint."""
+    env = {**os.environ, "FALKIRK_CRASH_AT": "loop.computed:2"}
+    args = [str(numbers), str(tmp_path / "out"), str(tmp_path / "state"), "3"]
+    proc = subprocess.run([sys.executable, str(RUNNER), *args], env=env, capture_output=True, timeout=600)
+    log = proc.stderr.decode()
+    assert proc.returncode == -signal.SIGKILL, log[-3000:]
+    assert "loop=halve epoch=2 entered while epochs [1] iterate" in log, log[-3000:]
+    engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
+    report = engine.run()
+    assert report.recovered_at["buffer"] == (1, INF)  # all of epoch 1, none of epoch 2
+    assert report.epochs == [2, 3, 4, 5]
+    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []  # epoch 2's sums once, not twice
+    assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+
+
+def test_killed_at_random_moments_it_ends_with_the_exact_output(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(16)
+    args = [str(numbers), str(tmp_path / "out"), str(tmp_path / "state"), "3"]
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    kills = 0
+    for delay in (rng.uniform(6, 14), rng.uniform(4, 10)):
+        proc = subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        kills += proc.wait(timeout=60) == -signal.SIGKILL
+    assert kills >= 1, "no run was killed: each ended before its kill"
+    engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
+    engine.run()
+    assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []
+
+
+def test_in_order_and_interleaved_runs_agree(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = Engine(build(str(numbers), str(tmp_path / "out"), interleave=False), tmp_path / "state", spark=spark, max_in_flight=3)
+    report = engine.run()
+    assert report.interleaved == []
+    arrivals = [epoch_of(v) for v in engine.state.operators["buffer"].arrivals]  # type: ignore[attr-defined]
+    assert arrivals == sorted(arrivals)  # each epoch's iterations after the previous epoch's
+    assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
+    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []
+
+
+def _loop(tmp_path: Path, name: str = "l") -> tuple[Pipeline, object, object]:
+    p = Pipeline("refused")
+    src = p.source("src", FileSource(str(tmp_path), "csv", "k long, n long"))
+    return p, p.iterate(name, interleave=True), src
+
+
+def _close(loop: object, inside: object, fb: object) -> object:
+    """Send ``inside`` back to ``fb`` and out of the loop to a sink; returns what leaves."""
+    loop.connect(fb, inside.map(f"{loop.name}_back", lambda df: df))  # type: ignore[attr-defined]
+    left = loop.leave(f"{loop.name}_out", inside)  # type: ignore[attr-defined]
+    left.sink(f"{loop.name}_sink", MemorySink())
+    return left
+
+
+def test_a_loop_interleaves_only_independent_times(tmp_path: Path) -> None:
+    p, loop, src = _loop(tmp_path)
+    fb = loop.feedback("fb", schema="k long, n long")  # type: ignore[attr-defined]
+    inside = loop.enter("in", src).union("u", fb)  # type: ignore[attr-defined]
+    _close(loop, inside.aggregate("agg", "k", {"n": ("sum", "n")}).map("again", lambda df: df), fb)
+    with pytest.raises(GraphError, match=r"'agg'.*not partitioned by time.*section 3.3"):
+        p.check()
+
+    p, loop, src = _loop(tmp_path)
+    fb = loop.feedback("fb", schema="k long, n long")  # type: ignore[attr-defined]
+    inside = loop.enter("in", src).union("u", fb).buffer("b", policy=EagerCheckpoint())  # type: ignore[attr-defined]
+    _close(loop, inside, fb)
+    with pytest.raises(GraphError, match=r"'b' has policy EagerCheckpoint.*LazyCheckpoint\(every=1\)"):
+        p.check()
+
+    p, first, src = _loop(tmp_path, "first")
+    fb = first.feedback("fb", schema="k long, n long")  # type: ignore[attr-defined]
+    left = _close(first, first.enter("in", src).union("u", fb), fb)  # type: ignore[attr-defined]
+    second = p.iterate("second", interleave=True)
+    fb2 = second.feedback("fb2", schema="k long, n long")
+    _close(second, second.enter("in2", left).union("u2", fb2), fb2)
+    with pytest.raises(GraphError, match=r"loop 'second' interleaves.*comes from .* in region 'first'"):
+        p.check()
+
+    p, loop, src = _loop(tmp_path)
+    inside = loop.enter("in", src)  # type: ignore[attr-defined]
+    with pytest.raises(GraphError, match=r"buffer.*cannot be inside loop 'l'"):
+        inside.buffer("b", retain=2)
+    with pytest.raises(GraphError, match="interleave must be True or False"):
+        Pipeline("x").iterate("l", interleave="yes")  # type: ignore[arg-type]
