@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from falkirk.demo.halving import build, expected, expected_held, iterations, write
 from falkirk.demo.verify import differences
 from falkirk.graph import EagerCheckpoint, GraphError, Pipeline
 from falkirk.io import FileSource, MemorySink
@@ -30,7 +31,6 @@ from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.time import INF
 from falkirk.time.ticks import ordinal
-from tests.engine.interleave_pipeline import build, expected, expected_held, iterations, write
 
 RUNNER = Path(__file__).with_name("interleave_pipeline.py")
 EPOCHS = [[2**20, 3 * 2**18, 777], [5, 3], [2**12 + 1, 9], [1, 2], [6]]
@@ -79,38 +79,65 @@ def test_a_later_epoch_iterates_with_an_earlier_one_and_the_checkpoint_is_select
     assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []
 
 
-def test_killed_with_a_later_epoch_in_the_state_it_rolls_back_to_all_of_one_none_of_the_next(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Killed after epoch 2's iterations are computed, epoch 1 committed: epoch 2's
-    sums (and maybe epoch 3's) are in ``buffer``'s state, but not in its checkpoint."""
-    env = {**os.environ, "FALKIRK_CRASH_AT": "loop.computed:2"}
+@pytest.mark.parametrize(
+    ("point", "admitted"),
+    [
+        ("epoch.computed:2", False),  # epoch 2's worker is done; it is being taken in
+        ("commit.after:2", False),  # epoch 2's part before the loop committed, epoch 1 not
+        ("state.written:1", True),  # epoch 1's checkpoint written, with epoch 2's sums in the state
+        ("loop.computed:2", True),  # epoch 1 committed; epoch 2 (and maybe 3) iterated
+    ],
+)
+def test_killed_while_epochs_iterate_together_it_recovers_exactly(spark, numbers: Path, tmp_path: Path, point: str, admitted: bool) -> None:  # type: ignore[no-untyped-def]
+    env = {**os.environ, "FALKIRK_CRASH_AT": point}
     args = [str(numbers), str(tmp_path / "out"), str(tmp_path / "state"), "3"]
     proc = subprocess.run([sys.executable, str(RUNNER), *args], env=env, capture_output=True, timeout=600)
     log = proc.stderr.decode()
     assert proc.returncode == -signal.SIGKILL, log[-3000:]
-    assert "loop=halve epoch=2 entered while epochs [1] iterate" in log, log[-3000:]
+    if admitted:
+        assert "loop=halve epoch=2 entered while epochs [1] iterate" in log, log[-3000:]
     engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
     report = engine.run()
-    assert report.recovered_at["buffer"] == (1, INF)  # all of epoch 1, none of epoch 2
-    assert report.epochs == [2, 3, 4, 5]
-    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []  # epoch 2's sums once, not twice
+    if point == "loop.computed:2":
+        assert report.recovered_at["buffer"] == (1, INF)  # all of epoch 1, none of epoch 2
+        assert report.epochs == [2, 3, 4, 5]
+    assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []  # every sum once, not twice
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
 
 
 def test_killed_at_random_moments_it_ends_with_the_exact_output(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each run is killed a random moment after an epoch entered while another
+    iterated (so the kill lands while epochs are inside the loop together)."""
     rng = random.Random(16)
     args = [str(numbers), str(tmp_path / "out"), str(tmp_path / "state"), "3"]
     env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
-    kills = 0
-    for delay in (rng.uniform(6, 14), rng.uniform(4, 10)):
-        proc = subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        kills += proc.wait(timeout=60) == -signal.SIGKILL
-    assert kills >= 1, "no run was killed: each ended before its kill"
+    for _ in range(2):
+        with (tmp_path / "log").open("w") as log:
+            proc = subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=log)
+            deadline = time.monotonic() + 300
+            while "entered while" not in (tmp_path / "log").read_text() and proc.poll() is None:
+                assert time.monotonic() < deadline, "no epoch entered while another iterated"
+                time.sleep(0.2)
+            time.sleep(rng.uniform(0.0, 3.0))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
     engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
     engine.run()
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
     assert differences(held(engine), expected_held(EPOCHS), name="buffer") == []
+
+
+def test_a_later_epoch_that_fails_in_the_loop_lets_the_earlier_one_commit(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Epoch 2 breaks in its first iteration, while epoch 1 iterates: epoch 1 still
+    commits, whole, and the error stops the run at epoch 2, as it would in order."""
+    poisoned = tmp_path / "poisoned"
+    write(poisoned, [EPOCHS[0], [13]])
+    engine = Engine(build(str(poisoned), str(tmp_path / "out"), poison=13), tmp_path / "state", spark=spark, max_in_flight=3)
+    with pytest.raises(Exception, match="poisoned: 13"):
+        engine.run()
+    assert engine.report.epochs == [1]
+    assert ("halve", 2, [1]) in engine.report.interleaved
+    assert differences(output(tmp_path), expected(EPOCHS[:1]), name="output") == []
 
 
 def test_in_order_and_interleaved_runs_agree(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -159,6 +186,15 @@ def test_a_loop_interleaves_only_independent_times(tmp_path: Path) -> None:
     fb2 = second.feedback("fb2", schema="k long, n long")
     _close(second, second.enter("in2", left).union("u2", fb2), fb2)
     with pytest.raises(GraphError, match=r"loop 'second' interleaves.*comes from .* in region 'first'"):
+        p.check()
+
+    p, first, src = _loop(tmp_path, "first")
+    fb = first.feedback("fb", schema="k long, n long")  # type: ignore[attr-defined]
+    _close(first, first.enter("in", src).union("u", fb), fb)  # type: ignore[attr-defined]
+    second = p.iterate("second", interleave=True)
+    fb2 = second.feedback("fb2", schema="k long, n long")
+    _close(second, second.enter("in2", src).union("u2", fb2), fb2)
+    with pytest.raises(GraphError, match=r"one interleaved loop"):
         p.check()
 
     p, loop, src = _loop(tmp_path)

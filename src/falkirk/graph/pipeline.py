@@ -254,9 +254,14 @@ class Pipeline:
             for kind, how in (("enter", "loop.enter"), ("feedback", "loop.feedback and loop.connect"), ("leave", "loop.leave")):
                 if kind not in kinds:
                     raise GraphError(f"loop {loop!r} has no {kind}; add one with {how}")
-        for name, built in self.loops.items():
-            if built.interleave:
-                check_interleaved(name, list(self.processors.values()))
+        interleaved = [name for name, built in self.loops.items() if built.interleave]
+        if len(interleaved) > 1:
+            raise GraphError(
+                f"loops {interleaved} all interleave epochs; a pipeline may have one interleaved loop. Build "
+                "the others without interleave=True"
+            )
+        for name in interleaved:
+            check_interleaved(name, list(self.processors.values()))
         for region in self.sequences:
             kinds = [p.kind for p in self.processors.values() if getattr(p.spec, "sequence", None) == region]
             for kind, how in (("number", "region.enter"), ("regroup", "region.leave")):

@@ -42,6 +42,10 @@ def describe(pipeline: Pipeline, identity: str, topology: Topology) -> dict[str,
         if checkpoints is None
         else {"every": checkpoints.every, "seconds": checkpoints.seconds},
         "processors": processors,
+        "loops": {
+            name: {"max_iterations": loop.max_iterations, "on_limit": loop.on_limit, "interleave": loop.interleave}
+            for name, loop in pipeline.loops.items()
+        },
         "topology": {
             "processors": {p: {"domain": domain_to_json(d)} for p, d in topology.domains.items()},
             "edges": {

@@ -292,6 +292,7 @@ class Engine:
         )
         pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
         writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
+        rounds = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-round")
         try:
             if self.published is not None:  # before anything is deleted: see published.py
                 self.published.claim(store.connection)
@@ -326,6 +327,7 @@ class Engine:
                 self.runner,
                 partial(self.committer.part, "iteration"),
                 SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
+                rounds,
             )
             self._admitted = set()
             self._loop(pool, max_epochs)
@@ -334,6 +336,7 @@ class Engine:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
+            rounds.shutdown(wait=True, cancel_futures=True)
             store.close()
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
@@ -500,7 +503,7 @@ class Engine:
         crash_point("epoch.computed")
         self.state.ledger.check_input(work.epoch, work.ran)  # input changed while it was read: not committed
         if self.loops.active:
-            self.committer.ahead(work)
+            self.committer.ahead(work)  # (as _admit does for an epoch an interleaved loop takes in)
 
     def _admit(self, inflight: deque[tuple[EpochWork, Future[None]]]) -> list[EpochWork]:
         """The next epochs of ``inflight``, in order, whose workers are done without
@@ -513,7 +516,12 @@ class Engine:
                 continue
             if not future.done() or future.cancelled() or future.exception() is not None:
                 break
-            self._computed(later)
+            try:
+                crash_point("epoch.computed")
+                self.state.ledger.check_input(later.epoch, later.ran)
+            except Exception:  # raised again when the epoch loop reaches it, in order
+                break
+            self.committer.ahead(later)
             self._admitted.add(later.epoch)
             admitted.append(later)
         return admitted

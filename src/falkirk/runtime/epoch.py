@@ -37,6 +37,7 @@ from falkirk.runtime.epochs import projection_kind
 from falkirk.runtime.faults import crash_point
 from falkirk.runtime.ledger import Offsets
 from falkirk.runtime.state import RunState
+from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
@@ -87,6 +88,8 @@ class EpochWork:
     #: the last commit (an executor loss rolls them back if the epoch is discarded).
     touched: set[str] = field(default_factory=set)
     cached: list[DataFrame] = field(default_factory=list)
+    #: Kept with their lineage cut (:meth:`EpochRunner.cut`): freed block by block.
+    cut: list[DataFrame] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
     step_finished: dict[str, float] = field(default_factory=dict)
     #: Log and checkpoint writes under way; the epoch is computed once they are done.
@@ -136,6 +139,7 @@ class EpochWork:
         for write in part.writes:
             write.result()
         self.cached += part.cached
+        self.cut += part.cut
         for name, seconds in part.step_seconds.items():
             self.step_seconds[name] = self.step_seconds.get(name, 0.0) + seconds
             self.step_finished[name] = part.step_finished[name]
@@ -202,6 +206,8 @@ class EpochRunner:
         """After the epoch committed: free what it kept."""
         for df in work.cached:
             df.unpersist()
+        for df in work.cut:
+            free(df)
         for p in self.state.keyed:
             self.state.operators[p.name].release(ordinal(whole_tick(p, work.epoch)))
         for p in self.ahead:
@@ -370,14 +376,18 @@ class EpochRunner:
             work.cached.append(kept)
         return kept
 
-    def cut(self, work: EpochWork, df: DataFrame) -> DataFrame:
-        """``df`` computed now and kept, its lineage cut (:func:`materialise`), until
-        ``work``'s epoch has committed: what a loop sends back, so that iteration n's
-        plan does not hold the n iterations before it (Spark overflows its stack
-        serialising a task's lineage after about 20 iterations otherwise)."""
-        kept = materialise(df)
+    def cut(self, work: EpochWork, df: DataFrame, replicas: int = 1) -> DataFrame:
+        """``df`` computed now and kept, its lineage cut (:func:`materialise`, with
+        ``replicas`` copies of each block), until ``work``'s epoch has committed, then
+        freed: what a loop sends back every few iterations, so that iteration n's plan
+        does not hold the n iterations before it (Spark overflows its stack
+        serialising a task's lineage after about 20 iterations otherwise). Nothing
+        reads it once the epoch has committed: what the loop's processors keep is
+        materialised, and what left the loop was written."""
+        with replicated(replicas):
+            kept = materialise(df)
         with self._lock:
-            work.cached.append(kept)
+            work.cut.append(kept)
         return kept
 
     def checkpoint(self, p: Processor, tick: Tick, work: EpochWork) -> None:

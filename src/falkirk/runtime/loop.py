@@ -22,6 +22,19 @@ For loop L and epoch e, iteration i = 0, 1, ... (step numbers match the comments
 
 Then the processors after the loop run as in any epoch, and the engine commits the
 epoch's rest.
+
+An interleaved loop (``iterate(interleave=True)``) runs those steps for several epochs
+at once. While epoch e iterates, the engine hands over (``admit``) every later epoch
+in flight whose part before the loops its worker has computed, once that part is
+committed; each round then runs step 1 for the next iteration of every epoch inside
+the loop, side by side in the ``rounds`` threads, oldest epoch first in the log. An
+epoch at its fixed point waits inside the loop, done, until the engine commits it: step
+3 and what follows the loop run epoch by epoch, in order, so its lazy checkpoints are
+taken at (e, ∞) with later epochs' times in the state already - selectively (a
+buffer's checkpoint holds the parts up to (e, ∞) only). Nothing is committed per
+iteration (:func:`~falkirk.graph.scopes.check_interleaved` refuses the policies that
+would), so every loop processor's frontier stays a single tick of the lexicographic
+order, and a crash rolls each back to "all of e, none of e + 1".
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -51,6 +65,10 @@ IterationCommit = Callable[[EpochWork, dict[str, Tick]], None]
 #: that needs them means the rollback plan was wrong).
 Rows = DataFrame | None
 
+#: What a loop sends back is materialised (its lineage cut) every this many
+#: iterations, and otherwise only cached: lineage grows for at most this many.
+CUT_EVERY = 8
+
 #: The next epochs in flight ready to enter an interleaved loop (see :meth:`LoopStage.run`).
 Admit = Callable[[], list[EpochWork]]
 
@@ -68,14 +86,27 @@ class _Flight:
     #: Iterations in which some processor ran (rather than held the time).
     computed: int = 0
     done: bool = False
+    #: What failed in one of its iterations while an earlier epoch was being
+    #: committed: raised when the engine commits this epoch, in order.
+    error: BaseException | None = None
 
 
 class LoopStage:
     """The main thread's part of each epoch of a pipeline with loops (see the module
     docstring); ``commit`` commits an iteration."""
 
-    def __init__(self, state: RunState, runner: EpochRunner, commit: IterationCommit, sequences: SequenceStage) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        runner: EpochRunner,
+        commit: IterationCommit,
+        sequences: SequenceStage,
+        rounds: Executor | None = None,
+    ) -> None:
         self.state = state
+        #: Runs the iterations of one round of an interleaved loop side by side (one
+        #: thread per epoch inside; Spark runs their jobs at once). None: one by one.
+        self.rounds = rounds
         self.runner = runner
         self.commit = commit
         #: Runs the sequence-number regions, which also wait for their upstream here.
@@ -129,17 +160,34 @@ class LoopStage:
         if work.epoch not in flights:
             flights[work.epoch] = self._flight(loop, work)
         mine = flights[work.epoch]
-        while not mine.done:
+        while not mine.done:  # a failed iteration ends its epoch's flight too
             for later in admit():
                 flights[later.epoch] = self._flight(loop, later)
                 inside = [e for e, f in flights.items() if e < later.epoch and not f.done]
                 self.state.report.interleaved.append((loop.name, later.epoch, inside))
                 logger.info("loop=%s epoch=%d entered while epochs %s iterate", loop.name, later.epoch, inside)
-            for epoch in sorted(flights):
-                if not flights[epoch].done:
-                    self._advance(loop, flights[epoch])
+            self._round(loop, [flights[e] for e in sorted(flights) if not flights[e].done])
         del flights[work.epoch]
+        if mine.error is not None:
+            raise mine.error
         self._leave(loop, mine)
+
+    def _round(self, loop: Loop, flights: list[_Flight]) -> None:
+        """The next iteration of each of ``flights`` (oldest epoch first), side by
+        side when there are several: their times are independent (that is what
+        :func:`~falkirk.graph.scopes.check_interleaved` checked), and small Spark jobs
+        leave cores idle that another epoch's jobs can use. An iteration that fails
+        fails its own epoch only, when the engine commits that epoch: the earlier
+        epochs still commit first."""
+        if self.rounds is None or len(flights) == 1:
+            outcomes = [_attempt(self._advance, loop, flight) for flight in flights]
+        else:
+            running = [self.rounds.submit(self._advance, loop, flight) for flight in flights]
+            outcomes = [f.exception() for f in running]  # waits for all: none is left running
+        for flight, failure in zip(flights, outcomes, strict=True):
+            if failure is not None:
+                flight.error, flight.done = failure, True
+                logger.warning("loop=%s epoch=%d failed in an iteration (%s): raised when it commits", loop.name, flight.work.epoch, failure)
 
     def _flight(self, loop: Loop, work: EpochWork) -> _Flight:
         exits = {(i.src, i.port) for q in self.later if isinstance(q.spec, LeaveSpec) for i in q.inputs}
@@ -199,8 +247,13 @@ class LoopStage:
             ran[p.name] = own
         for fb in self._feedbacks(members):  # kept: tested for emptiness, then read again
             key = (fb.inputs[0].src, fb.inputs[0].port)
-            if current.get(key) is not None:
-                current[key] = self.runner.cut(work, current[key])  # type: ignore[arg-type]
+            rows = current.get(key)
+            if rows is None:
+                continue
+            if (iteration + 1) % CUT_EVERY == 0:  # the lineage so far is cut, every few iterations
+                current[key] = self.runner.cut(work, rows, max(m.policy.replicas for m in members))
+            else:
+                current[key] = self.runner.keep(work, rows)
         work.absorb(sub)
         if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
             if loop.interleave:  # check_interleaved refuses the policies that do
@@ -308,3 +361,12 @@ class LoopStage:
     @staticmethod
     def _feedbacks(members: list[Processor]) -> list[Processor]:
         return [p for p in members if isinstance(p.spec, FeedbackSpec)]
+
+
+def _attempt(run: Callable[..., None], *args: object) -> BaseException | None:
+    """``run(*args)``; what it raised, or None."""
+    try:
+        run(*args)
+    except Exception as exc:  # handed to the epoch's flight; raised at its commit
+        return exc
+    return None

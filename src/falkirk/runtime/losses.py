@@ -16,7 +16,7 @@ from falkirk.graph import GraphError, Processor
 from falkirk.runtime.epoch import EpochWork
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
-from falkirk.spark.blocks import cached_partitions, lost_blocks
+from falkirk.spark.blocks import cached_partitions, free, lost_blocks
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 
 #: Executor losses recovered in a row with no commit between them before the
@@ -50,6 +50,8 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
                 write.result()
         for df in lost.cached:
             df.unpersist()
+        for df in lost.cut:
+            free(df)
     inflight.clear()
     return len(discarded)
 

@@ -38,6 +38,16 @@ def checkpointed_rdds(df: DataFrame) -> list[Any]:
     return found
 
 
+def free(df: DataFrame) -> None:
+    """Drop ``df`` - a frame :func:`~falkirk.spark.materialise.materialise` returned -
+    from the executors: its cache entry and its locally checkpointed RDD's blocks
+    (``DataFrame.unpersist`` alone leaves those in place for the life of the run).
+    Call it only once nothing will read ``df`` or a frame built on it."""
+    df.unpersist()
+    for rdd in checkpointed_rdds(df):
+        rdd.unpersist(False)
+
+
 def cached_partitions(spark: SparkSession) -> dict[int, int]:
     """For every persisted RDD with a block somewhere: its id and how many of its
     partitions have one (one call to the block manager master)."""
