@@ -28,6 +28,8 @@ from falkirk.demo.verify import differences
 from falkirk.graph import EagerCheckpoint, GraphError, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.runtime import Engine
+from falkirk.runtime.epoch import EpochRunner
+from falkirk.spark.blocks import cached_partitions, checkpointed_rdds
 from falkirk.storage import MetaStore
 from falkirk.time import INF
 from falkirk.time.ticks import ordinal
@@ -140,9 +142,22 @@ def test_a_later_epoch_that_fails_in_the_loop_lets_the_earlier_one_commit(spark,
     assert differences(output(tmp_path), expected(EPOCHS[:1]), name="output") == []
 
 
-def test_in_order_and_interleaved_runs_agree(spark, numbers: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_in_order_and_interleaved_runs_agree_and_cut_rows_are_freed(spark, numbers: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """In order, the same output; and what the loop sent back with its lineage cut
+    (every 8th iteration) holds no block once its epoch committed."""
+    cut: list[object] = []
+    original = EpochRunner.cut
+
+    def recording(self, work, df, replicas=1):  # type: ignore[no-untyped-def]
+        cut.append(original(self, work, df, replicas))
+        return cut[-1]
+
+    monkeypatch.setattr(EpochRunner, "cut", recording)
     engine = Engine(build(str(numbers), str(tmp_path / "out"), interleave=False), tmp_path / "state", spark=spark, max_in_flight=3)
     report = engine.run()
+    assert len(cut) == 3  # the 8th and 16th of epoch 1's 21 iterations, the 8th of epoch 3's 13
+    ids = {int(rdd.id()) for df in cut for rdd in checkpointed_rdds(df)}  # type: ignore[arg-type]
+    assert len(ids) == 3 and not ids & set(cached_partitions(spark)), ids
     assert report.interleaved == []
     arrivals = [epoch_of(v) for v in engine.state.operators["buffer"].arrivals]  # type: ignore[attr-defined]
     assert arrivals == sorted(arrivals)  # each epoch's iterations after the previous epoch's
