@@ -138,6 +138,7 @@ def test_killed_at_random_moments_it_ends_with_the_exact_output(spark, numbers: 
     rng = random.Random(16)
     args = [str(numbers), str(tmp_path / "out"), str(tmp_path / "state"), "3"]
     env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    kills = 0
     for _ in range(2):
         with (tmp_path / "log").open("w") as log:
             proc = subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, stdout=subprocess.DEVNULL, stderr=log)
@@ -147,7 +148,8 @@ def test_killed_at_random_moments_it_ends_with_the_exact_output(spark, numbers: 
                 time.sleep(0.2)
             time.sleep(rng.uniform(0.0, 3.0))
             proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
+            kills += proc.wait(timeout=60) == -signal.SIGKILL
+    assert kills >= 1, "every run ended before its kill"
     engine = Engine(build(str(numbers), str(tmp_path / "out")), tmp_path / "state", spark=spark, max_in_flight=3)
     engine.run()
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []

@@ -168,8 +168,10 @@ class Engine:
         self.report = RunReport()
         self._failed: set[str] = set()
         self._losses = 0  # executor losses recovered since the last commit
-        #: Epochs an interleaved loop took in whose epoch commit is still to come.
+        #: Epochs an interleaved loop took in whose epoch commit is still to come, and
+        #: epochs whose input check failed there (the epoch loop raises it in order).
         self._admitted: set[int] = set()
+        self._refused: set[int] = set()
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._finish = False  # run(finish=...)
@@ -329,7 +331,7 @@ class Engine:
                 SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
                 rounds,
             )
-            self._admitted = set()
+            self._admitted, self._refused = set(), set()
             self._loop(pool, max_epochs)
             self.committer.collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
@@ -337,6 +339,9 @@ class Engine:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
             rounds.shutdown(wait=True, cancel_futures=True)
+            loops: LoopStage | None = getattr(self, "loops", None)  # None: it failed before the loops' stage
+            if loops is not None:
+                loops.close()  # frees what epochs a failure left inside a loop kept
             store.close()
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
@@ -514,12 +519,13 @@ class Engine:
         for later, future in inflight:
             if later.epoch in self._admitted:
                 continue
-            if not future.done() or future.cancelled() or future.exception() is not None:
+            if later.epoch in self._refused or not future.done() or future.cancelled() or future.exception() is not None:
                 break
             try:
                 crash_point("epoch.computed")
                 self.state.ledger.check_input(later.epoch, later.ran)
             except Exception:  # raised again when the epoch loop reaches it, in order
+                self._refused.add(later.epoch)
                 break
             self.committer.ahead(later)
             self._admitted.add(later.epoch)

@@ -52,6 +52,7 @@ from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
 from falkirk.runtime.epoch import EpochRunner, EpochWork, whole_tick
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.state import RunState
+from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.time.ticks import Tick
 
@@ -179,7 +180,9 @@ class LoopStage:
         leave cores idle that another epoch's jobs can use. An iteration that fails
         fails its own epoch only, when the engine commits that epoch: the earlier
         epochs still commit first."""
-        if self.rounds is None or len(flights) == 1:
+        members = self.members[loop.name]
+        holding = any(p.name in self.state.resumed or f.work.epoch <= self.state.restored[p.name] for p in members for f in flights)
+        if self.rounds is None or len(flights) == 1 or holding:  # a held time reads the metadata: this thread
             outcomes = [_attempt(self._advance, loop, flight) for flight in flights]
         else:
             running = [self.rounds.submit(self._advance, loop, flight) for flight in flights]
@@ -188,6 +191,17 @@ class LoopStage:
             if failure is not None:
                 flight.error, flight.done = failure, True
                 logger.warning("loop=%s epoch=%d failed in an iteration (%s): raised when it commits", loop.name, flight.work.epoch, failure)
+
+    def close(self) -> None:
+        """Free what the epochs still inside a loop kept (a failure ended the run
+        with them there; a new run starts from the last commit)."""
+        for flights in self.flights.values():
+            for flight in flights.values():
+                for df in flight.work.cached:
+                    df.unpersist()
+                for df in flight.work.cut:
+                    free(df)
+        self.flights.clear()
 
     def _flight(self, loop: Loop, work: EpochWork) -> _Flight:
         exits = {(i.src, i.port) for q in self.later if isinstance(q.spec, LeaveSpec) for i in q.inputs}
