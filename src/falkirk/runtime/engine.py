@@ -45,6 +45,7 @@ from falkirk.graph import GraphError, Pipeline
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime import garbage, rollback
+from falkirk.runtime.admission import Admission
 from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.commits import Committer
 from falkirk.runtime.dashboard import Dashboard, parse_address
@@ -55,13 +56,7 @@ from falkirk.runtime.epochs import topology
 from falkirk.runtime.faults import armed_failures, crash_point
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.loop import LoopStage
-from falkirk.runtime.losses import (
-    discard,
-    failed_after_loss,
-    first_line,
-    give_up_after,
-    run_recovering,
-)
+from falkirk.runtime.losses import give_up_after, prepare_rollback, run_recovering
 from falkirk.runtime.observer import Observer, telemetry_for
 from falkirk.runtime.pairing import Pair, join_pair
 from falkirk.runtime.report import RunReport
@@ -168,10 +163,6 @@ class Engine:
         self.report = RunReport()
         self._failed: set[str] = set()
         self._losses = 0  # executor losses recovered since the last commit
-        #: Epochs an interleaved loop took in whose epoch commit is still to come, and
-        #: epochs whose input check failed there (the epoch loop raises it in order).
-        self._admitted: set[int] = set()
-        self._refused: set[int] = set()
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
         self._finish = False  # run(finish=...)
@@ -331,7 +322,7 @@ class Engine:
                 SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
                 rounds,
             )
-            self._admitted, self._refused = set(), set()
+            self.admission = Admission(self.state, self.committer, self.loops.active)
             self._loop(pool, max_epochs)
             self.committer.collect(self.state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
@@ -402,40 +393,19 @@ class Engine:
     def _recover_from_executor_loss(
         self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], exc: BaseException
     ) -> int:
-        """An executor died while ``work``'s epoch ran, taking blocks of keyed state
-        (and shuffle output) with it: a partial failure, recovered in this driver.
-        The epochs in flight are discarded (none committed; their background writes
-        are awaited, then swept). The keyed processors that failed are handed to the
-        solver as failed - those whose state lost a block (:func:`lost_blocks`) and
-        those whose step began in a discarded epoch (their state may have moved past
-        the last commit) - and every other processor as a survivor at ⊤; what the
-        plan requires rolls back, then the epochs run again. Returns how many epochs
-        were discarded. After :data:`MAX_LOSSES` such recoveries with no commit
-        between them the error is raised: something other than a lost executor is
-        failing. With ``replicas=2`` a lost executor loses no block and this is
-        reached only when both copies of a block were lost."""
-        state = self.state
+        """An executor died while ``work``'s epoch ran: a partial failure, recovered
+        in this driver (:func:`~falkirk.runtime.losses.prepare_rollback` discards the
+        epochs in flight and picks what fails; then the rollback). Returns how many
+        epochs were discarded. After :data:`MAX_LOSSES` such recoveries with no
+        commit between them the error is raised: something other than a lost
+        executor is failing."""
         self._losses += 1
         give_up_after(self._losses, work.epoch, exc)
-        works = [work, *(w for w, _ in inflight)]
-        if self._admitted or any(self.loops.flights.values()):
-            raise GraphError(f"internal: epochs {sorted(self._admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded")
-        discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
-        touched = set().union(*(w.touched for w in works))
-        last = work.epoch - 1  # epochs commit in order: every earlier one has
-        # A survivor of an earlier rollback may stand past ``last`` (it skipped the
-        # epochs being re-run): what it holds up to its own frontier is committed.
-        own = {name: max(last, at) for name, at in state.frontier.items()}
-        failed = failed_after_loss(state, self.spark, touched, own) | self._failed
-        if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
-            failed = set(self.pipeline.processors)
+        if self.admission.admitted or any(self.loops.flights.values()):
+            raise GraphError(f"internal: epochs {sorted(self.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded")
+        failed, last, discarded = prepare_rollback(self.state, self.spark, work, inflight, self._failed, exc)
         self._failed = set()
-        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line(exc))
-        garbage.sweep(self.fs, self.root, state.store)  # what the discarded epochs wrote
-        for p in self.pipeline.processors.values():
-            if p.spec.sink:
-                state.operators[p.name].abort_output(own[p.name])
-        self._roll_back(frozenset(failed), last)
+        self._roll_back(failed, last)
         self.report.executor_losses.append(work.epoch)
         return discarded
 
@@ -488,46 +458,14 @@ class Engine:
         first, then the loops and what follows them run here
         (:mod:`falkirk.runtime.loop`) and commit the rest; an interleaved loop takes
         in the next epochs of ``inflight`` whose workers are done meanwhile
-        (:meth:`_admit`)."""
-        if work.epoch in self._admitted:
-            self._admitted.discard(work.epoch)  # its part before the loops is committed
-        else:
-            self._computed(work)
+        (:mod:`falkirk.runtime.admission`)."""
+        if not self.admission.taken(work):
+            self.admission.computed(work)
         if self.loops.active:
-            self.loops.run(work, partial(self._admit, inflight))
+            self.loops.run(work, partial(self.admission.admit, inflight))
             for write in work.writes:
                 write.result()
             crash_point("loop.computed")
         self.committer.epoch(work)
         if self.on_epoch:
             self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)
-
-    def _computed(self, work: EpochWork) -> None:
-        """A worker has computed ``work``: check its input, and with loops commit
-        what it computed (everything before the loops)."""
-        crash_point("epoch.computed")
-        self.state.ledger.check_input(work.epoch, work.ran)  # input changed while it was read: not committed
-        if self.loops.active:
-            self.committer.ahead(work)  # (as _admit does for an epoch an interleaved loop takes in)
-
-    def _admit(self, inflight: deque[tuple[EpochWork, Future[None]]]) -> list[EpochWork]:
-        """The next epochs of ``inflight``, in order, whose workers are done without
-        error and which no interleaved loop has taken in yet: their part before the
-        loops is committed now, so they may enter. A worker still running, or one
-        that failed, ends the list (the epoch loop handles the failure in order)."""
-        admitted: list[EpochWork] = []
-        for later, future in inflight:
-            if later.epoch in self._admitted:
-                continue
-            if later.epoch in self._refused or not future.done() or future.cancelled() or future.exception() is not None:
-                break
-            try:
-                crash_point("epoch.computed")
-                self.state.ledger.check_input(later.epoch, later.ran)
-            except Exception:  # raised again when the epoch loop reaches it, in order
-                self._refused.add(later.epoch)
-                break
-            self.committer.ahead(later)
-            self._admitted.add(later.epoch)
-            admitted.append(later)
-        return admitted

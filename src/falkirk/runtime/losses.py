@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from pyspark.sql import SparkSession
 
 from falkirk.graph import GraphError, Processor
+from falkirk.runtime import garbage
 from falkirk.runtime.epoch import EpochWork
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
@@ -54,6 +55,38 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
             free(df)
     inflight.clear()
     return len(discarded)
+
+
+def prepare_rollback(
+    state: RunState, spark: SparkSession, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], failed: set[str], exc: BaseException
+) -> tuple[frozenset[str], int, int]:
+    """An executor died while ``work``'s epoch ran, taking blocks of keyed state (and
+    shuffle output) with it. The epochs in flight are discarded (none committed;
+    their background writes are awaited, then swept) and each sink's output past its
+    last commit is aborted. The keyed processors that failed are those whose state
+    lost a block (:func:`lost_blocks`) and those whose step began in a discarded
+    epoch (their state may have moved past the last commit), with ``failed`` (the
+    failures injected already); every other processor survives at ⊤ (with global
+    checkpoints every processor fails). Returns (the failed processors, the last
+    committed epoch, how many epochs were discarded), for the rollback. With
+    ``replicas=2`` a lost executor loses no block and only the touched processors
+    that cannot take back their step fail."""
+    works = [work, *(w for w, _ in inflight)]
+    discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
+    touched = set().union(*(w.touched for w in works))
+    last = work.epoch - 1  # epochs commit in order: every earlier one has
+    # A survivor of an earlier rollback may stand past ``last`` (it skipped the
+    # epochs being re-run): what it holds up to its own frontier is committed.
+    own = {name: max(last, at) for name, at in state.frontier.items()}
+    failed = failed_after_loss(state, spark, touched, own) | failed
+    if state.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
+        failed = set(state.pipeline.processors)
+    logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line(exc))
+    garbage.sweep(state.fs, state.root, state.store)  # what the discarded epochs wrote
+    for p in state.pipeline.processors.values():
+        if p.spec.sink:
+            state.operators[p.name].abort_output(own[p.name])
+    return frozenset(failed), last, discarded
 
 
 def failed_after_loss(state: RunState, spark: SparkSession, touched: set[str], own: dict[str, int]) -> set[str]:
