@@ -20,7 +20,6 @@ over ``--runs`` rounds; results in ``bench/results/interleave.csv``.
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import statistics
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
 
+from bench.tables import medians, print_medians, show, write_csv
 from falkirk.demo.halving import build, expected, write
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
@@ -83,17 +83,9 @@ def main() -> None:
         for config in order:
             row = {"round": r, "config": config, **run_once(spark, numbers, epochs, CONFIGS[config], args.in_flight)}
             rows.append(row)
-            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print("\nmedians over rounds:")
-    for config in CONFIGS:
-        mine = [r for r in rows if r["config"] == config]
-        med = {k: statistics.median(r[k] for r in mine) for k in ("seconds", "epoch_latency_s", "interleaved_epochs")}
-        print(f"  {config:11s} " + " ".join(f"{k}={v:.3f}" for k, v in med.items()))
+            show(row)
+    write_csv(rows, args.out)
+    print_medians(medians(rows, CONFIGS, ("seconds", "epoch_latency_s", "interleaved_epochs")))
     ratios = [
         next(r["seconds"] for r in rows if r["round"] == k and r["config"] == "in-order")
         / next(r["seconds"] for r in rows if r["round"] == k and r["config"] == "interleaved")

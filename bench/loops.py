@@ -36,9 +36,7 @@ over ``--runs`` rounds; results in ``bench/results/loops.csv``.
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
-import statistics
 import sys
 import tempfile
 from collections.abc import Callable
@@ -48,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.in_process import run_failing_once
+from bench.tables import medians, print_medians, show, write_csv
 from falkirk.demo.components import build_pipeline, write_input
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Policy, Stateless
 from falkirk.spark import spark_session
@@ -122,17 +121,10 @@ def main() -> None:
                 "rollback_s": failing["rollback_s"],
             }
             rows.append(row)
-            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print("\nmedians over rounds:")
-    for config in configs:
-        mine = [r for r in rows if r["config"] == config]
-        med = {k: statistics.median(r[k] for r in mine) for k in ("seconds", "overhead", "checkpoint_mb", "recomputed_iterations", "failure_extra_s", "rollback_s")}
-        print(f"  {config:11s} " + " ".join(f"{k}={v:.3f}" for k, v in med.items()))
+            show(row)
+    write_csv(rows, args.out)
+    keys = ("seconds", "overhead", "checkpoint_mb", "recomputed_iterations", "failure_extra_s", "rollback_s")
+    print_medians(medians(rows, configs, keys))
     shutil.rmtree(edges, ignore_errors=True)
 
 

@@ -28,7 +28,6 @@ checkpoint's load time, the input rows replayed and the replay's time. Medians o
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import statistics
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.in_process import run_failing_once
+from bench.tables import medians, print_medians, show, write_csv
 from falkirk.demo.windowed import build_pipeline, write_input
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
@@ -139,17 +139,11 @@ def main() -> None:
             row["overhead"] = plain["seconds"] / base - 1 if base else 0.0
             row.update({f"fail_{k}": failing[k] for k in ("extent_rows", "ec_load_s", "replayed_rows", "replayed_mb", "catch_up_s", "rollback_s")})
             rows.append(row)
-            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    medians = {n: {k: statistics.median(r[k] for r in rows if r["config"] == n) for k in rows[0] if k not in ("round", "config")} for n in names}
-    print("\nmedians over rounds:")
-    for n, m in medians.items():
-        print(f"  {n:12s} " + " ".join(f"{k}={v:.3f}" for k, v in m.items()))
-    plot(medians, Path(args.out).parent)
+            show(row)
+    write_csv(rows, args.out)
+    found = medians(rows, names, (k for k in rows[0] if k not in ("round", "config")))
+    print_medians(found, width=12)
+    plot(found, Path(args.out).parent)
     shutil.rmtree(files, ignore_errors=True)
 
 
