@@ -15,7 +15,12 @@
   root alone: processors, policies, committed epochs, frontiers, checkpoints and logs
   kept, the plan a recovery started now would follow (and why), the driver holding it;
 * ``falkirk inspect STORAGE EPOCH|PROCESSOR`` - the Ξ records and files behind an
-  epoch or a processor (JSON).
+  epoch or a processor (JSON);
+* ``falkirk resolve STORAGE --identity OLD`` - commits or rolls back the in-doubt
+  transactions a root left under an old identity (``falkirk status`` lists them), as
+  its next run would its own;
+* ``falkirk fork STORAGE`` - gives a copied root an identity of its own (refused while
+  the old identity has in-doubt transactions).
 """
 
 from __future__ import annotations
@@ -113,13 +118,42 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _dsns(pairs: list[str] | None) -> dict[str, str]:
+    """``--dsn SINK=DSN`` options as a dict."""
+    found = {}
+    for pair in pairs or []:
+        sink, eq, dsn = pair.partition("=")
+        if not eq or not sink or not dsn:
+            raise FalkirkError(f"--dsn takes SINK=DSN (a PostgreSQL sink's name and its database), got {pair!r}")
+        found[sink] = dsn
+    return found
+
+
 def _status(args: argparse.Namespace) -> int:
     import json
 
     from falkirk.ops.status import render, status
 
-    report = status(args.storage, args.metadata_dir)
+    report = status(args.storage, args.metadata_dir, _dsns(args.dsn))
     print(json.dumps(report, indent=2, default=str) if args.json else render(report))
+    return 0
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from falkirk.ops.transactions import resolve
+
+    done = resolve(args.storage, args.identity, _dsns(args.dsn), dry_run=args.dry_run)
+    for r in done:
+        print(f"{'would ' if args.dry_run else ''}{r.verb} {r.name} (sink {r.sink}, epoch {r.epoch}): {r.why}")
+    print(f"falkirk: {len(done)} transactions of identity {args.identity} {'to resolve' if args.dry_run else 'resolved'}")
+    return 0
+
+
+def _fork(args: argparse.Namespace) -> int:
+    from falkirk.ops.transactions import fork
+
+    old, new = fork(args.storage, _dsns(args.dsn))
+    print(f"falkirk: storage root {args.storage} now has identity {new} (was {old}); its sinks still write to the same tables")
     return 0
 
 
@@ -167,7 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_status.add_argument("storage", help="the storage root")
     p_status.add_argument("--json", action="store_true", help="print the status as JSON")
     p_status.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
+    dsn_help = "SINK=DSN: reach PostgreSQL sink SINK's database with this DSN (default: the recorded one, without password; libpq's PGPASSWORD or ~/.pgpass give it)"
+    p_status.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
     p_status.set_defaults(run=_status)
+    p_resolve = sub.add_parser(
+        "resolve", help="resolve in-doubt transactions a root left under an old identity (as its next run would its own)"
+    )
+    p_resolve.add_argument("storage", help="the storage root (local; no driver may run on it)")
+    p_resolve.add_argument("--identity", required=True, help="the old identity (falkirk status lists those with in-doubt transactions)")
+    p_resolve.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
+    p_resolve.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
+    p_resolve.set_defaults(run=_resolve)
+    p_fork = sub.add_parser("fork", help="give a copied storage root an identity of its own (a fork, not a restore)")
+    p_fork.add_argument("storage", help="the copied storage root (local; no driver may run on it)")
+    p_fork.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
+    p_fork.set_defaults(run=_fork)
     p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor")
     p_inspect.add_argument("storage", help="the storage root")
     p_inspect.add_argument("what", help="an epoch number or a processor name")

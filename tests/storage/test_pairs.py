@@ -108,14 +108,15 @@ def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, Pa
     assert [e for e, *_ in a.egress("out")] == [3]
 
 
-def test_a_pair_refuses_sinks_in_one_driver_s_memory_and_roots_of_another_identity(postgres_server) -> None:  # type: ignore[no-untyped-def]
+def test_a_pair_refuses_sinks_in_one_driver_s_memory_and_roots_of_another_identity(postgres_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from falkirk.demo.clickstream import build_pipeline
     from falkirk.demo.redis_postgres import build_pipeline as redis_to_postgres
     from falkirk.graph import GraphError, Pipeline
     from falkirk.io import FileSource
     from falkirk.io.sinks import MemorySink
-    from falkirk.runtime.setup import check_identity, check_pair_sinks
-    from falkirk.storage.pairs import pair_identity
+    from falkirk.runtime.setup import check_pair_sinks
+    from falkirk.storage import MetaStore
+    from falkirk.storage.identity import IdentityError, RootIdentity, establish
 
     check_pair_sinks(build_pipeline("in", "out", "rej"))  # Parquet tables: shared
     check_pair_sinks(redis_to_postgres("redis://127.0.0.1:1", "s", "g", "postgresql://x@h/db", "t"))
@@ -127,11 +128,16 @@ def test_a_pair_refuses_sinks_in_one_driver_s_memory_and_roots_of_another_identi
     respelled = PairStore(postgres_server.dsn + "?application_name=other", store.pair, "/y")
     assert store.pair_id() == respelled.pair_id(), "the pair's id does not depend on how a member spells the address"
     assert store.pair_id() != PairStore(postgres_server.dsn, store.pair + "-2", "/x").pair_id()
-    one = pair_identity("clicks", store.pair_id())
-    check_identity(None, one, paired=True)  # a fresh root
-    check_identity({"identity": one}, one, paired=True)
-    check_identity({"identity": "clicks.abc"}, "clicks.def", paired=False)  # a lone driver's copied root
-    with pytest.raises(GraphError, match="fresh root"):
-        check_identity({"identity": "clicks.abc"}, one, paired=True)  # a lone driver's root joining a pair
-    with pytest.raises(GraphError, match="fresh root"):
-        check_identity({"identity": one}, "clicks.abc", paired=False)  # a member's root run alone
+    one = RootIdentity.of_pair("clicks", store.pair_id())
+
+    def root(name: str) -> MetaStore:
+        return MetaStore(tmp_path / name)
+
+    assert establish(root("member"), "clicks", one) == one  # a fresh root
+    assert establish(root("member"), "clicks", one) == one
+    lone = establish(root("lone"), "clicks")
+    assert establish(root("lone"), "clicks") == lone, "a lone root keeps its identity"
+    with pytest.raises(IdentityError, match="fresh root"):
+        establish(root("lone"), "clicks", one)  # a lone driver's root joining a pair
+    with pytest.raises(IdentityError, match="fresh root"):
+        establish(root("member"), "clicks")  # a member's root run alone

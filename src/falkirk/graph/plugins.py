@@ -97,3 +97,22 @@ class TransactionalSink(Protocol):
     def commit_upto(self, epoch: int) -> None: ...
 
     def abort_after(self, epoch: int) -> None: ...
+
+
+@runtime_checkable
+class LeasedSink(Protocol):
+    """A transactional sink whose external system can tell two drivers of one
+    storage root apart (two copies of a root started side by side): it holds a lease
+    keyed by the root's identity (:meth:`TransactionalSink.bind`'s ``pipeline``)
+    while the run lasts, and refuses to start while another driver holds it."""
+
+    def take_lease(self, *, shared: bool) -> None:
+        """Called after :meth:`TransactionalSink.bind`, before anything is written or
+        resolved: take the lease, or raise a :class:`~falkirk.exceptions.FalkirkError`
+        naming the holder. ``shared``: the two members of a driver pair share the
+        identity by design, and take none."""
+        ...
+
+    def drop_lease(self) -> None:
+        """Called when the run ends (idempotent)."""
+        ...

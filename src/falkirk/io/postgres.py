@@ -3,8 +3,10 @@
 Each epoch's rows are written in one transaction, from one Spark task (the rows
 never pass through the driver), and that transaction is *prepared*
 (``PREPARE TRANSACTION``) while the epoch is computed: durable in PostgreSQL, not
-visible to anyone. Its id names the pipeline, the sink and the epoch
-(``falkirk:<pipeline>:<sink>:<epoch>``). When the monitor releases the epoch (no
+visible to anyone. Its id names the storage root's identity (recorded in the root,
+the same however the root is reached or wherever it is copied; see
+:mod:`falkirk.storage.identity`), the sink and the epoch
+(``falkirk:<identity>:<sink>:<epoch>``). When the monitor releases the epoch (no
 rollback can retract it any more) the engine commits it (``COMMIT PREPARED``); a
 rollback, and a restart for whatever its committed metadata does not keep, rolls it
 back (``ROLLBACK PREPARED``). So readers of the table never see an epoch twice, an
@@ -40,6 +42,12 @@ finds the id there and writes nothing. Ids of the last :data:`KEPT_EPOCHS` epoch
 of a sink are kept; a start on a fresh storage root (nothing committed) forgets the
 sink's ids, as it rolls back what the sink had prepared.
 
+**One driver per root.** While it runs, a driver holds a lease on the sink's database
+keyed by the root's identity (a session-level advisory lock, dropped by the server
+when the driver's connection ends), so a copy of the root started next to the
+original is refused before it commits or rolls back anything. A driver pair's two
+members share the identity by design and take none.
+
 The PostgreSQL server must allow prepared transactions: ``max_prepared_transactions``
 > 0 (it is 0 by default); the sink says so at start otherwise. The Spark executors
 need ``psycopg`` installed (``pip install 'falkirk[services]'``).
@@ -57,7 +65,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from falkirk.io.exceptions import SinkError
+from falkirk.redact import redact_dsn, where_dsn
 from falkirk.storage import StoredFile
+from falkirk.storage.identity import lease_key, transaction_prefix
 from falkirk.storage.pairs import keepalive_options
 
 MODES = ("upsert", "append")
@@ -115,6 +125,8 @@ class PostgresSink:
     lock_timeout: float = 120.0
     retry_seconds: float = 60.0
     _prefix: str = field(default="", init=False, repr=False)
+    #: The connection holding the root's lease while a run lasts (see take_lease).
+    _lease: Any = field(default=None, init=False, repr=False, compare=False)
     #: An upserted epoch's rows stay locked until released: the engine refuses
     #: pipelines that release epochs only every few commits (global checkpoints).
     needs_prompt_release: bool = field(default=False, init=False, repr=False)
@@ -132,9 +144,56 @@ class PostgresSink:
     # -- the TransactionalSink protocol ---------------------------------------------------
 
     def bind(self, pipeline: str, processor: str) -> None:
-        self._prefix = f"falkirk:{pipeline}:{processor}:"  # pipeline: its name and its storage root's
+        self._prefix = transaction_prefix(pipeline, processor)  # pipeline: the storage root's identity
         if len(self._prefix) > 180:
             raise SinkError(f"PostgresSink({self.table!r}): pipeline and sink names are too long for a transaction id")
+
+    def describe(self) -> dict[str, Any]:
+        """What the storage root records of this sink (no password): where tools
+        such as ``falkirk status`` look for its in-doubt transactions."""
+        return {"kind": "postgresql", "dsn": redact_dsn(self.dsn), "table": self.table, "mode": self.mode}
+
+    def take_lease(self, *, shared: bool) -> None:
+        """Hold the storage root's lease on this sink's database for the run: a
+        session-level advisory lock keyed by the root's identity and the sink, so
+        that a second driver of the same root (a copy started side by side with the
+        original) is refused before it commits or rolls back anything. The server
+        drops the lease when the driver's connection ends (killed, or its host gone:
+        keepalives). ``shared``: a driver pair's members share the identity by
+        design (their egress decides who writes) and take none."""
+        if shared or self._lease is not None:
+            return
+        psycopg = _psycopg()
+        conn = _connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds)
+        if not conn.execute("SELECT pg_try_advisory_lock(%s)", (lease_key(self._prefix),)).fetchone()[0]:
+            conn.close()
+            raise SinkError(
+                f"PostgresSink({self.table!r}): another driver is running storage root identity "
+                f"{self._prefix.split(':')[1]} against PostgreSQL at {_where(self.dsn)} (it holds the root's "
+                "lease there). A copy of a storage root is a restore, not a fork: run one copy at a time, or "
+                "give the copy an identity of its own with `falkirk fork ROOT` (its sinks still write to the "
+                "same tables)."
+            )
+        self._lease = conn
+
+    def drop_lease(self) -> None:
+        """Let the lease go (the run ended)."""
+        conn, self._lease = self._lease, None
+        if conn is not None:
+            conn.close()
+
+    def _check_lease(self) -> None:
+        """Before committing or rolling back epochs: the lease is still held (a lost
+        connection lost it; it is taken again unless another driver has it now)."""
+        if self._lease is None:
+            return
+        psycopg = _psycopg()
+        try:
+            self._lease.execute("SELECT 1")
+            return
+        except psycopg.Error:
+            self.drop_lease()
+        self.take_lease(shared=False)
 
     def prepare(self, empty: DataFrame) -> None:
         """Check the server allows prepared transactions; create the table if absent
@@ -203,6 +262,7 @@ class PostgresSink:
     def commit_upto(self, epoch: int) -> None:
         """``COMMIT PREPARED`` every prepared epoch up to ``epoch``, in order; forget
         the marks of epochs :data:`KEPT_EPOCHS` before it."""
+        self._check_lease()
         self._finish(lambda e: e <= epoch, "COMMIT PREPARED", vanished_ok=False)
         self._forget_marks("epoch < %s", epoch - KEPT_EPOCHS)
 
@@ -210,6 +270,7 @@ class PostgresSink:
         """``ROLLBACK PREPARED`` every prepared epoch after ``epoch`` (their marks go
         with them), and forget committed marks after it (a fresh root's start: what
         an earlier run of this pipeline wrote is not this run's)."""
+        self._check_lease()
         self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
         self._forget_marks("epoch > %s", epoch)
 
@@ -312,7 +373,9 @@ def _pg_type(f: T.StructField, table: str) -> str:
 
 
 def _where(dsn: str) -> str:
-    return dsn.split("@")[-1] if "@" in dsn else dsn
+    return where_dsn(dsn)
+
+
 
 
 #: SQLSTATEs of a server going away or not accepting connections yet (besides class

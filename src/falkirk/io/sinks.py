@@ -73,6 +73,11 @@ class ParquetTableSink:
     def bind(self, pipeline: str, processor: str) -> None:
         return None
 
+    def describe(self) -> dict[str, Any]:
+        """What the storage root records of this sink (``falkirk verify`` finds the
+        table's committed epochs by its path)."""
+        return {"kind": "parquet", "path": self.path, "visibility": self.visibility}
+
     def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         """``committed``: write the epoch into the table; ``released``: into ``_pending``."""
         if self.visibility == "committed":

@@ -90,7 +90,9 @@ class Operator:
         self.processor = processor
         self.spark = spark
         self.name = processor.name
-        #: The pipeline's name (set by :func:`falkirk.operators.operator_for`).
+        #: The identity of the storage root the pipeline runs on: what names its
+        #: external writes (set by the engine once it holds the root; see
+        #: :mod:`falkirk.storage.identity`).
         self.pipeline = ""
 
     # -- before anything runs --------------------------------------------------------
@@ -103,6 +105,9 @@ class Operator:
 
     def start(self) -> None:
         """Called once storage is open, before the first epoch (a sink prepares)."""
+
+    def stop(self) -> None:
+        """Called when the run ends, however it ends (a sink lets its lease go)."""
 
     # -- an epoch ----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from falkirk.graph import TransactionalSink
+from falkirk.graph.plugins import LeasedSink
 from falkirk.graph.specs import SinkSpec
 from falkirk.operators.base import Operator, Step
 from falkirk.spark.frames import empty
@@ -56,7 +57,13 @@ class SinkOperator(Operator):
     def start(self) -> None:
         if isinstance(self.writer, TransactionalSink):
             self.writer.bind(self.pipeline, self.name)
+            if isinstance(self.writer, LeasedSink):
+                self.writer.take_lease(shared=self.egress is not None)
         self.writer.prepare(empty(self.spark, self.schema))
+
+    def stop(self) -> None:
+        if isinstance(self.writer, LeasedSink):
+            self.writer.drop_lease()
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         return {}

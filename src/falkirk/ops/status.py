@@ -16,12 +16,15 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from falkirk.ops.transactions import in_doubt
 from falkirk.recovery import CheckpointMeta, Topology, solve
 from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
 from falkirk.runtime.epochs import tick
-from falkirk.storage import MetaStore, StorageError
+from falkirk.storage import LocalFileSystem, MetaStore, StorageError
+from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import StoredFile, is_uri
+from falkirk.storage.identity import recorded
 from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
 from falkirk.time.ticks import epoch_of_tick, epochs_done, tick_json
@@ -29,7 +32,10 @@ from falkirk.time.ticks import epoch_of_tick, epochs_done, tick_json
 
 def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
     """The root's metadata, read-only. A URI root's database is read from
-    ``metadata_dir``, the driver's local working copy (see ``Engine``)."""
+    ``metadata_dir``, the driver's local working copy (see ``Engine``). A local
+    root whose metadata is missing or empty while it holds committed data raises
+    :class:`~falkirk.storage.CorruptStorageError`, as a start would
+    (:mod:`falkirk.storage.evidence`)."""
     if is_uri(storage) and not storage.startswith("file://"):
         if metadata_dir is None:
             raise StorageError(
@@ -40,6 +46,7 @@ def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
     local = storage.removeprefix("file://")
     if not Path(local).is_dir():
         raise StorageError(f"{local} is not a directory: no pipeline has run with this storage root")
+    check_metadata(LocalFileSystem(), str(Path(local).absolute()), Path(local), local=True)
     return MetaStore(local, read_only=True)
 
 
@@ -91,7 +98,7 @@ def _files(files: tuple[StoredFile, ...] | list[StoredFile]) -> int:
     return sum(f.size for f in files)
 
 
-def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
+def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything ``falkirk status`` shows, as JSON-ready data (see the module docstring).
 
     Keys: ``storage``, ``pipeline``, ``identity``, ``global_checkpoints``, ``driver``
@@ -99,8 +106,11 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
     ``processors`` (per processor: kind, policy, inputs, ``frontier`` = latest
     committed rollback point, ``rollback_points``, ``last_checkpoint`` and keyed
     ``checkpoints`` kept with their bytes, ``logs`` kept with their bytes, ``sink_epochs``
-    committed and kept), ``sources`` (latest offsets) and ``recovery`` (the
-    solver's ``frontiers`` and per-processor ``why``)."""
+    committed and kept, ``sink_range`` = first and last epoch ever committed),
+    ``sources`` (latest offsets), ``recovery`` (the solver's ``frontiers`` and
+    per-processor ``why``) and ``in_doubt`` (per PostgreSQL sink, its prepared
+    transactions: :func:`falkirk.ops.transactions.in_doubt`; ``dsns``: sink -> DSN
+    to reach its database with, instead of the recorded one)."""
     store = open_root(storage, metadata_dir)
     try:
         description = store.description()
@@ -135,6 +145,7 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
             if info["sink"]:
                 commits = store.sink_commits(name)
                 processors[name]["sink_epochs"] = sorted(commits)
+                processors[name]["sink_range"] = store.sink_ranges().get(name)
             if info["source"]:
                 processors[name]["position"] = store.position(name)
         recovery: dict[str, Any]
@@ -148,15 +159,17 @@ def status(storage: str, metadata_dir: str | None = None) -> dict[str, Any]:
         else:
             recovery = {"frontiers": {}, "why": {}, "table": "nothing committed yet: a start begins at epoch 1"}
         committed = store.committed_epoch()
+        identity = recorded(store)
         return {
             "storage": storage,
             "pipeline": description["pipeline"],
-            "identity": description["identity"],
+            "identity": str(identity) if identity is not None else None,
             "global_checkpoints": description["global_checkpoints"],
             "driver": driver_holding(storage) if not is_uri(storage) or storage.startswith("file://") else None,
             "epoch": committed if committed is not None else last,
             "processors": processors,
             "recovery": recovery,
+            "in_doubt": [d.to_json() for d in in_doubt(description, identity, dsns)] if identity is not None else [],
         }
     finally:
         store.close()
@@ -263,7 +276,29 @@ def render(report: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += ["", "if a driver started now, recovery would choose:", report["recovery"]["table"]]
+    lines += _render_in_doubt(report)
     return "\n".join(lines)
+
+
+def _render_in_doubt(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for doubt in report["in_doubt"]:
+        head = f"sink {doubt['sink']} (PostgreSQL at {doubt['where']}): "
+        if doubt["error"]:
+            lines.append(head + f"in-doubt transactions not checked: {doubt['error']}")
+            continue
+        mine = doubt["mine"]
+        lines.append(
+            head + (f"in-doubt epochs {mine}: the next run commits or rolls back each, from the committed metadata"
+                    if mine else "no in-doubt transaction")
+        )
+        for other, epochs in doubt["others"].items():
+            lines.append(
+                f"  epochs {epochs} are in doubt under another identity, {other}: if this root ran under it (an "
+                f"older Falkirk named transactions after the root's path), `falkirk resolve {report['storage']} "
+                f"--identity {other}` resolves them"
+            )
+    return ["", *lines] if lines else []
 
 
 def _bytes(n: int) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from falkirk.graph import Pipeline
+from falkirk.graph.specs import SinkSpec
 from falkirk.recovery import Topology
 from falkirk.time.codec import domain_to_json
 
@@ -19,8 +20,9 @@ from falkirk.time.codec import domain_to_json
 FORMAT = 1
 
 
-def describe(pipeline: Pipeline, identity: str, topology: Topology) -> dict[str, Any]:
-    """The description of ``pipeline`` (run under ``identity``, see :class:`Engine`)."""
+def describe(pipeline: Pipeline, identity: str | None, topology: Topology) -> dict[str, Any]:
+    """The description of ``pipeline`` (run under ``identity``, its storage root's,
+    see :mod:`falkirk.storage.identity`; None until the engine holds the root)."""
     processors: dict[str, dict[str, Any]] = {}
     for p in pipeline.processors.values():
         spec = p.spec
@@ -33,6 +35,8 @@ def describe(pipeline: Pipeline, identity: str, topology: Topology) -> dict[str,
             "source": bool(spec.source),
             "sink": bool(spec.sink),
         }
+        if isinstance(spec, SinkSpec):
+            processors[p.name]["target"] = target(spec.writer)
     checkpoints = pipeline.checkpoints
     return {
         "format": FORMAT,
@@ -54,3 +58,12 @@ def describe(pipeline: Pipeline, identity: str, topology: Topology) -> dict[str,
             },
         },
     }
+
+
+def target(writer: object) -> dict[str, Any]:
+    """Where a sink writes, as its ``describe()`` says (no secrets): e.g.
+    ``{"kind": "parquet", "path": ...}`` or ``{"kind": "postgresql", "dsn": ...}``."""
+    described = getattr(writer, "describe", None)
+    if callable(described):
+        return dict(described())
+    return {"kind": type(writer).__name__}

@@ -29,7 +29,6 @@ from the earliest frontier (:mod:`falkirk.runtime.rollback`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections import deque
@@ -62,12 +61,11 @@ from falkirk.runtime.pairing import Pair, join_pair
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.sequence import SequenceStage
 from falkirk.runtime.setup import (
-    check_identity,
     check_pair_sinks,
     check_replicas,
     check_spelling,
     local_root,
-    recorded_description,
+    recorded_facts,
     set_up_operators,
 )
 from falkirk.runtime.state import RunState
@@ -75,8 +73,9 @@ from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
 from falkirk.storage import MetaStore, RootLock
+from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import filesystem_for, is_uri
-from falkirk.storage.pairs import pair_identity
+from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity, establish
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
 
@@ -127,19 +126,19 @@ class Engine:
         check_replicas(pipeline, self.spark.sparkContext.master or "local", replicas)
         self.spark.conf.set(REPLICAS_CONF, str(replicas))
         self.fs, self.root = filesystem_for(storage, self.spark)
-        #: The pipeline's name and its storage root's: what names its external
-        #: transactions (two pipelines of one name on different roots never share one).
-        self.identity = f"{pipeline.name}.{hashlib.sha256(self.root.encode()).hexdigest()[:12]}"
+        #: What names the run's external writes (prepared transactions): the root's
+        #: identity, recorded in its metadata (:mod:`falkirk.storage.identity`); known
+        #: once the run holds the root.
+        self.identity: RootIdentity | None = None
         #: ``pair="postgresql://..."``: this driver is a member of the driver pair
         #: ``pair_name`` (default: the pipeline's name) that shares that database
         #: (Flux's dataflow pairs, see :mod:`falkirk.storage.pairs`). Both members
         #: write the same sinks, so their external transactions share a name.
         self.pair: Pair | None = None
+        self._pair_at: tuple[str, str] | None = None
         if pair is not None:
-            name = pair_name or pipeline.name
             check_pair_sinks(pipeline)
-            self.pair = Pair(pair, name, self.root)
-            self.identity = pair_identity(pipeline.name, self.pair.pair_id())
+            self._pair_at = (pair, pair_name or pipeline.name)
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
         self.published: PublishedMetadata | None = None
@@ -159,7 +158,7 @@ class Engine:
         self.on_epoch = on_epoch
         self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
-        self.description = describe(pipeline, self.identity, self.topology)
+        self.description = describe(pipeline, None, self.topology)
         self.report = RunReport()
         self._failed: set[str] = set()
         self._losses = 0  # executor losses recovered since the last commit
@@ -249,7 +248,7 @@ class Engine:
             if self.published is not None:
                 self.published.acquire(wait=standby)
             try:
-                run_recovering(self._run, max_epochs, self.report, self.pair.leave if self.pair is not None else None)
+                run_recovering(self._run, max_epochs, self.report, self._leave_pair)
             finally:
                 if self.pair is not None:
                     self.pair.leave()
@@ -259,6 +258,10 @@ class Engine:
             for lock in held:
                 lock.release()
         return self.report
+
+    def _leave_pair(self) -> None:
+        if self.pair is not None:
+            self.pair.leave()
 
     def _check_spelling(self) -> None:
         check_spelling(self.root, uri_root=self.published is not None)
@@ -273,10 +276,8 @@ class Engine:
         self._check_spelling()
         if self.published is not None:
             self.published.fetch()
-        if self.pair is not None:
-            check_identity(recorded_description(self.meta_dir, self.fs, self.root), self.identity, paired=True)
-            copied = join_pair(self.pair, self.meta_dir, self.fs, self.root, self.spark)
-            self.report.caught_up_from = copied or self.report.caught_up_from
+        check_metadata(self.fs, self.root, self.meta_dir, local=self.published is None)
+        paired = self._join_pair() if self._pair_at is not None else None
         store = MetaStore(
             self.meta_dir,
             fs=self.fs,
@@ -286,11 +287,17 @@ class Engine:
         pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
         writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
         rounds = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-round")
+        operators: dict[str, Operator] = {}
         try:
             if self.published is not None:  # before anything is deleted: see published.py
                 self.published.claim(store.connection)
             operators, schemas = self._set_up()
+            self.identity = establish(store, self.pipeline.name, paired)  # before any external write
+            if self.pair is not None and store.fact(PAIR_MEMBER) != self.pair.member:
+                store.record_fact(PAIR_MEMBER, self.pair.member)
+            self.description["identity"] = str(self.identity)
             for operator in operators.values():
+                operator.pipeline = str(self.identity)
                 if isinstance(operator, SinkOperator):
                     operator.egress = self.pair
             self._operators = None  # a later run() of this engine sets up afresh
@@ -307,7 +314,6 @@ class Engine:
                 report=self.report,
                 telemetry=self.telemetry,
             )
-            check_identity(store.description(), self.identity, paired=self.pair is not None)
             self._start()  # refuses a root written by another pipeline
             self.observer.started(self.state)
             store.describe(self.pipeline.name, self.description)
@@ -333,7 +339,30 @@ class Engine:
             loops: LoopStage | None = getattr(self, "loops", None)  # None: it failed before the loops' stage
             if loops is not None:
                 loops.close()  # frees what epochs a failure left inside a loop kept
+            for operator in operators.values():
+                operator.stop()
             store.close()
+
+    def _join_pair(self) -> RootIdentity:
+        """Join the driver pair (catching up from the other member's root if this
+        one has nothing committed): the identity the pair's members share. The
+        member keeps the name it first joined under, recorded in its root, however
+        the root is reached now."""
+        assert self._pair_at is not None
+        dsn, name = self._pair_at
+        facts = recorded_facts(self.meta_dir, self.fs, self.root)
+        self.pair = Pair(dsn, name, facts.get(PAIR_MEMBER) or self.root)
+        identity = RootIdentity.of_pair(self.pipeline.name, self.pair.pair_id())
+        known = facts.get(IDENTITY)
+        if known is not None and known != identity.value:  # before joining: refuse without a trace
+            raise IdentityError(
+                f"this storage root was written under identity {known}, not {identity}: a driver pair's "
+                "members need roots of their own pair (start a member on a fresh root: it catches up from the "
+                "other), and a lone driver a root no pair used"
+            )
+        copied = join_pair(self.pair, self.meta_dir, self.fs, self.root, self.spark)
+        self.report.caught_up_from = copied or self.report.caught_up_from
+        return identity
 
     def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
         state = self.state
@@ -426,7 +455,7 @@ class Engine:
         """Every processor's operator and output schemas (:func:`set_up_operators`),
         once per run (a standby does it before taking the lock)."""
         if self._operators is None:
-            self._operators = set_up_operators(self.pipeline, self.spark, self.identity)
+            self._operators = set_up_operators(self.pipeline, self.spark)
         return self._operators
 
     def _start(self) -> None:

@@ -124,6 +124,7 @@ def _undo_after(state: RunState, p: Processor, at: Tick, invalidated: tuple[Fron
     if p.spec.sink:
         epoch = epochs_done(at)
         undone.sinks += [(p.name, t) for t in store.sink_commits(p.name) if t > epoch]
+        undone.sink_rollbacks[p.name] = min(epoch, undone.sink_rollbacks.get(p.name, epoch))
         state.operators[p.name].abort_output(epoch)  # before the metadata forgets them
 
 

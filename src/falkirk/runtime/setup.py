@@ -5,7 +5,6 @@ checked against how it was used before."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
@@ -17,6 +16,7 @@ from falkirk.operators.loop import FeedbackOperator
 from falkirk.spark.session import is_local
 from falkirk.storage import MetaStore, StorageError
 from falkirk.storage.filesystem import FileSystem, is_uri, local_path
+from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, recorded
 from falkirk.storage.schema import DB_NAME
 
 
@@ -40,7 +40,7 @@ def check_replicas(pipeline: Pipeline, master: str, replicas: int) -> None:
 
 
 def set_up_operators(
-pipeline: Pipeline, spark: SparkSession, identity: str
+    pipeline: Pipeline, spark: SparkSession
 ) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
     """What needs no storage: every processor's operator, output schemas and (empty)
     state, found by applying each step to empty DataFrames - so the whole pipeline is
@@ -48,7 +48,7 @@ pipeline: Pipeline, spark: SparkSession, identity: str
     operators: dict[str, Operator] = {}
     schemas: dict[tuple[str, str], StructType] = {}
     for p in pipeline.processors.values():
-        operator = operator_for(p, spark, identity)
+        operator = operator_for(p, spark)
         try:  # a loop's feedback comes before its input: it declares its schema
             outputs = operator.set_up([schemas[(i.src, i.port)] for i in p.inputs if (i.src, i.port) in schemas])
         except GraphError as exc:
@@ -110,26 +110,19 @@ def check_pair_sinks(pipeline: Pipeline) -> None:
             )
 
 
-def check_identity(recorded: dict[str, Any] | None, identity: str, *, paired: bool) -> None:
-    """Refuse to turn a lone driver's root into a pair member's, or back: its
-    external writes are named after the identity it ran under."""
-    before = (recorded or {}).get("identity")
-    if before is None or before == identity:
-        return
-    if paired or ".pair-" in before:
-        raise GraphError(
-            f"this storage root was written under identity {before!r}, not {identity!r}: a driver pair's "
-            "members need roots of their own pair (start a member on a fresh root: it catches up from the "
-            "other), and a lone driver a root no pair used"
-        )
-
-
-def recorded_description(meta_dir: Path, fs: FileSystem, root: str) -> dict[str, Any] | None:
-    """The pipeline description a root's metadata holds (None: no metadata yet)."""
-    if not (meta_dir / DB_NAME).exists():
-        return None
+def recorded_facts(meta_dir: Path, fs: FileSystem, root: str) -> dict[str, str]:
+    """The facts a root's metadata records about the root (its identity, a pair
+    member's name; see :mod:`falkirk.storage.identity`), read without changing it:
+    empty for a new root. A root written before facts were recorded has its
+    identity in its pipeline description."""
+    if not (meta_dir / DB_NAME).exists() or not (meta_dir / DB_NAME).stat().st_size:
+        return {}
     store = MetaStore(meta_dir, fs=fs, root=root, read_only=True)
     try:
-        return store.description()
+        facts = {name: value for name in (IDENTITY, PAIR_MEMBER) if (value := store.fact(name)) is not None}
+        known = recorded(store)
+        if known is not None:
+            facts[IDENTITY] = known.value
+        return facts
     finally:
         store.close()

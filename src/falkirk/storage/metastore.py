@@ -49,7 +49,7 @@ from falkirk.storage.schema import (
     tick_columns,
     with_crc,
 )
-from falkirk.storage.upgrade import has_column, upgrade
+from falkirk.storage.upgrade import backfill_sink_ranges, has_column, upgrade
 from falkirk.time import Frontier, frontier_to_json
 from falkirk.time.ticks import Tick
 
@@ -77,9 +77,15 @@ class Forget:
     #: source -> epoch: offsets of epochs up to it, except the source's latest
     #: non-empty offsets (its position, from which the next epoch is planned).
     offsets_upto: dict[str, int] = field(default_factory=dict)
+    #: sink -> epoch: a rollback took the sink's committed epochs after it back (its
+    #: committed range ends there; pruning ``sinks`` below a low-watermark does not
+    #: shorten the range).
+    sink_rollbacks: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.logs or self.state or self.checkpoints or self.sinks or self.offsets_upto)
+        return bool(
+            self.logs or self.state or self.checkpoints or self.sinks or self.offsets_upto or self.sink_rollbacks
+        )
 
     def merge(self, other: Forget) -> None:
         """Add ``other``'s records to these."""
@@ -89,6 +95,8 @@ class Forget:
         self.sinks += [k for k in other.sinks if k not in self.sinks]
         for source, upto in other.offsets_upto.items():
             self.offsets_upto[source] = max(upto, self.offsets_upto.get(source, upto))
+        for sink, epoch in other.sink_rollbacks.items():
+            self.sink_rollbacks[sink] = min(epoch, self.sink_rollbacks.get(sink, epoch))
 
 
 @dataclass
@@ -171,11 +179,13 @@ class MetaStore:
         # file cut back to 256 KB after it (SQLite keeps it at its largest otherwise).
         self._db.execute("PRAGMA wal_autocheckpoint=100")
         self._db.execute("PRAGMA journal_size_limit=262144")
-        self._check_version()
+        version = self._check_version()
         self._check_structure()
         self._legacy = False
         upgrade(self._db, lambda table, legacy: self._select(table, legacy=legacy))
         self._db.executescript(_SCHEMA)
+        if version != SCHEMA_VERSION and not fresh:
+            backfill_sink_ranges(self._db, lambda table: self._select(table, legacy=False))
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if fresh:
             LocalFileSystem().make_durable([str(self.path)])
@@ -185,14 +195,15 @@ class MetaStore:
         if verdict != "ok":
             raise sqlite3.DatabaseError(verdict)
 
-    def _check_version(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+    def _check_version(self) -> int:
+        version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, SCHEMA_VERSION, *_UPGRADABLE):
             self._db.close()
             raise StorageError(
                 f"{self.path} has metadata schema {version}; this Falkirk reads schema "
                 f"{SCHEMA_VERSION}. Use the Falkirk version that wrote it, or a fresh storage root."
             )
+        return version
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -233,6 +244,7 @@ class MetaStore:
             # Offsets of a replayed epoch are the ones recorded the first time: same input.
             self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
             self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
+            self._extend_sink_ranges([(s, e) for s, e, _ in batch.sink_commits])
             self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
             self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
             if batch.epoch is not None:
@@ -252,6 +264,67 @@ class MetaStore:
             raise
         self._committed()
         return forgotten
+
+    def _extend_sink_ranges(self, commits: Sequence[tuple[str, int]]) -> None:
+        """Widen each sink's committed range by the epochs just committed (in the
+        caller's transaction)."""
+        ranges = self.sink_ranges()
+        for sink, epoch in commits:
+            first, last = ranges.get(sink, (epoch, epoch))
+            ranges[sink] = (min(first, epoch), max(last, epoch))
+            self._db.execute("INSERT OR REPLACE INTO sink_ranges VALUES (?, ?, ?, ?)", with_crc(sink, *ranges[sink]))
+
+    def _cut_sink_range(self, sink: str, epoch: int) -> None:
+        """End ``sink``'s committed range at ``epoch`` (a rollback took the later ones
+        back; in the caller's transaction)."""
+        found = self.sink_ranges().get(sink)
+        if found is None or found[1] <= epoch:
+            return
+        if epoch < found[0]:
+            self._db.execute("DELETE FROM sink_ranges WHERE sink = ?", (sink,))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO sink_ranges VALUES (?, ?, ?, ?)", with_crc(sink, found[0], epoch))
+
+    def sink_ranges(self) -> dict[str, tuple[int, int]]:
+        """Per sink, the first and last epoch committed to it (kept however far its
+        per-epoch records are pruned; a rollback ends the range where it rolled
+        back). A root written by a Falkirk before schema 6 knows the range from the
+        per-epoch records it still had when it was upgraded."""
+        if not self._has_table("sink_ranges"):
+            return {}
+        return {row["sink"]: (int(row["first"]), int(row["last"])) for row in self._select("sink_ranges", order="sink")}
+
+    # -- the root's own facts (see falkirk.storage.identity) ----------------------------
+
+    def fact(self, name: str) -> str | None:
+        """A fact about the root recorded under ``name`` (None: not recorded)."""
+        if not self._has_table("root"):
+            return None
+        rows = self._select("root", "name = ?", (name,))
+        return str(rows[0]["value"]) if rows else None
+
+    def record_fact(self, name: str, value: str) -> None:
+        """Record (or replace) a fact about the root, durably, in its own transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("INSERT OR REPLACE INTO root VALUES (?, ?, ?)", with_crc(name, value))
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._committed()
+
+    def _has_table(self, table: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
+
+    def has_commits(self) -> bool:
+        """Whether anything was ever committed here (an epoch, a checkpoint, a sink's
+        epoch, an offset): a root with nothing committed is new."""
+        return any(
+            self._has_table(t) and self._db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None  # constant names
+            for t in ("progress", "checkpoints", "sink_commits", "sink_ranges", "source_offsets", "state_files", "message_logs")
+        )
 
     def describe(self, name: str, description: dict[str, Any]) -> None:
         """Record the pipeline's description (its processors, policies and edges, as
@@ -315,6 +388,8 @@ class MetaStore:
                     files.extend(self._files_from_json(row["files"]))
                 self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
         self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", forget.sinks)
+        for sink, epoch in forget.sink_rollbacks.items():
+            self._cut_sink_range(sink, epoch)
         for source, upto in forget.offsets_upto.items():
             self._db.execute(
                 "DELETE FROM source_offsets WHERE source = ? AND epoch <= ? AND epoch IS NOT "

@@ -54,6 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from falkirk.redact import where_dsn
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.filesystem import StoredFile
 
@@ -386,13 +387,7 @@ class PairStore:
 
 
 def _where(dsn: str) -> str:
-    return dsn.split("@")[-1] if "@" in dsn else dsn
-
-
-def pair_identity(pipeline: str, pair_id: str) -> str:
-    """What names a pair's shared external writes: the pipeline and the pair's id
-    (:meth:`PairStore.pair_id`)."""
-    return f"{pipeline}.pair-{pair_id}"
+    return where_dsn(dsn)
 
 
 #: The server-side TCP settings of a session (``options``): the server drops the

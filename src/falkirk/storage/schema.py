@@ -4,7 +4,10 @@ Schema 4 keys message logs and state files by ``(epoch, iteration)``: an epoch
 processor's records have iteration ``NO_ITERATION``, a loop processor's the iteration
 of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schema 5 lets a state file's kind be
 ``cec:T`` (a continuous eventual checkpoint's log entry, needing the entries from T
-on). Schemas 2 to 4 are read as they are and upgraded by
+on). Schema 6 adds the ``root`` table (the root's identity: what names its writes
+outside the root, see :mod:`falkirk.storage.identity`) and ``sink_ranges`` (the
+epochs committed to each sink, kept however far the per-epoch records are pruned, so
+that ``falkirk verify`` can tell a missing epoch). Schemas 2 to 5 are read as they are and upgraded by
 :mod:`falkirk.storage.upgrade` when a driver opens them. Every row carries a CRC-32 of
 its values (:func:`row_crc`).
 """
@@ -19,11 +22,12 @@ from typing import Any
 from falkirk.time import INF
 from falkirk.time.ticks import Tick
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
 #: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration); 2 to 4
-#: allow only ``base`` and ``delta`` state files (5 adds ``cec:T``).
-_UPGRADABLE = (2, 3, 4)
+#: allow only ``base`` and ``delta`` state files (5 adds ``cec:T``); 2 to 5 lack ``root``
+#: and ``sink_ranges`` (created when a driver opens them; see upgrade.py).
+_UPGRADABLE = (2, 3, 4, 5)
 #: The ``iteration`` column of a record of an epoch processor (its tick is an int).
 NO_ITERATION = -1
 #: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
@@ -74,6 +78,17 @@ CREATE TABLE IF NOT EXISTS pipeline (
     description TEXT NOT NULL,
     crc INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS root (
+    name TEXT NOT NULL PRIMARY KEY,
+    value TEXT NOT NULL,
+    crc INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sink_ranges (
+    sink TEXT NOT NULL PRIMARY KEY,
+    first INTEGER NOT NULL,
+    last INTEGER NOT NULL,
+    crc INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sink_commits (
     sink TEXT NOT NULL,
     epoch INTEGER NOT NULL,
@@ -92,6 +107,8 @@ _COLUMNS = {
     "sink_commits": ("sink", "epoch", "files"),
     "pipeline": ("name", "description"),
     "progress": ("name", "value"),
+    "root": ("name", "value"),
+    "sink_ranges": ("sink", "first", "last"),
 }
 
 

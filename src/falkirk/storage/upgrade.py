@@ -62,3 +62,25 @@ def upgrade(db: sqlite3.Connection, read: ReadTable) -> None:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+
+
+def backfill_sink_ranges(db: sqlite3.Connection, read: Callable[[str], list[dict[str, Any]]]) -> None:
+    """Schema 6: each sink's committed range, from the per-epoch sink records an
+    older database still holds (the epochs it pruned before are not known: the range
+    starts at the oldest it kept). Nothing to do once ranges are recorded."""
+    if db.execute("SELECT 1 FROM sink_ranges LIMIT 1").fetchone() is not None:
+        return
+    ranges: dict[str, tuple[int, int]] = {}
+    for row in read("sink_commits"):
+        first, last = ranges.get(row["sink"], (row["epoch"], row["epoch"]))
+        ranges[row["sink"]] = (min(first, row["epoch"]), max(last, row["epoch"]))
+    if not ranges:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany("INSERT INTO sink_ranges VALUES (?, ?, ?, ?)", [with_crc(s, first, last) for s, (first, last) in ranges.items()])
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
