@@ -180,4 +180,7 @@ def test_two_pipelines_of_one_name_on_two_roots_never_share_a_transaction(spark:
     p = Pipeline("same")
     p.source("src", keyed_generator(batches=1, rows_per_batch=1, keys=1)).sink("out", MemorySink())
     a, b = Engine(p, str(tmp_path / "a"), spark=spark), Engine(p, str(tmp_path / "b"), spark=spark)
-    assert a.identity != b.identity and a.identity.startswith("same.")
+    a.run()
+    b.run()
+    assert a.identity is not None and b.identity is not None
+    assert a.identity != b.identity and str(a.identity).startswith("same.")
