@@ -4,11 +4,14 @@ exactly (the whole output is compared with an independent batch computation).
 
 The disks are real: small tmpfs mounts (tests/tmpfs.py), filled once some epochs
 have committed, so that Spark's Parquet writers (JVM) and SQLite's commits hit
-``ENOSPC`` themselves.
+``ENOSPC`` themselves. An example run on a full disk prints that one line as its
+whole error, and exits 2 (README, exit codes).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipelin
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine, RunReport
 from falkirk.storage import StorageFullError
+from tests.engine.examples import EXAMPLES
 from tests.tmpfs import fill, tmpfs
 
 pytestmark = pytest.mark.slow
@@ -101,3 +105,16 @@ def test_full_storage_root_is_named_and_a_restart_recovers_exactly(spark, clicks
     assert report.recovered is not None and report.epochs[-1] == 5
     assert_whole_output(spark, out, rej, clicks)
 
+
+def test_an_example_says_a_full_disk_in_one_line_and_exits_2(clicks: Path, small: Path, tmp_path: Path) -> None:
+    """No traceback, no JVM stack traces: one ``error:`` line last, exit code 2 (README)."""
+    fill(small)
+    args = ["--input", str(clicks), "--output", str(small / "out"), "--storage", str(tmp_path / "state"), "--rejected", str(tmp_path / "rej")]
+    done = subprocess.run([sys.executable, str(EXAMPLES / "clickstream.py"), *args], capture_output=True, text=True, timeout=600)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert [line for line in lines if "error:" in line.lower()] == [lines[-1]], done.stderr[-3000:]
+    assert lines[-1].startswith(f"clickstream: error: the table of sink 'output' {small / 'out'} is on a full file system ({small}: ")
+    assert f"(df -h {small / 'out'})" in lines[-1]
+    assert "Traceback" not in done.stderr and "Py4JJavaError" not in done.stderr, done.stderr[-3000:]
+    assert not [line for line in lines if line.startswith(("\tat ", "Caused by")) or " ERROR " in line], done.stderr[-3000:]
