@@ -67,14 +67,16 @@ from falkirk.runtime.setup import (
     local_root,
     recorded_facts,
     set_up_operators,
+    written_places,
 )
 from falkirk.runtime.state import RunState
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
-from falkirk.storage import MetaStore, RootLock
+from falkirk.storage import MetaStore, RootLock, StorageFullError
 from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import filesystem_for, is_uri
+from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity, establish
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
@@ -159,6 +161,8 @@ class Engine:
         self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
         self.description = describe(pipeline, None, self.topology)
+        #: Where the run writes: a full one is named (:class:`StorageFullError`).
+        self.places = written_places(self.root, self.meta_dir, self.description, self.spark)
         self.report = RunReport()
         self._failed: set[str] = set()
         self._losses = 0  # executor losses recovered since the last commit
@@ -218,7 +222,11 @@ class Engine:
         the lock and recovers from the committed metadata exactly as a restarted
         driver would - it reads nothing before it holds the lock - but without the
         JVM start and set-up. Without ``standby``, a held root raises
-        :class:`~falkirk.storage.StorageInUseError`."""
+        :class:`~falkirk.storage.StorageInUseError`.
+
+        Any write that finds its file system full ends the run with a one-line
+        :class:`~falkirk.storage.StorageFullError` naming the place (see
+        :mod:`falkirk.storage.full`); once space is freed a new run recovers."""
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         self._idle = (idle_timeout, poll_interval)
@@ -228,6 +236,11 @@ class Engine:
             self.dashboard.start()
         try:
             return self._run_locked(max_epochs, standby, on_standby)
+        except Exception as exc:  # whichever write found its file system full: say which, in one line
+            full = self._full_disk(exc)
+            if full is None:
+                raise
+            raise full from exc
         finally:
             if self.dashboard is not None:
                 self.dashboard.stop()
@@ -258,6 +271,11 @@ class Engine:
             for lock in held:
                 lock.release()
         return self.report
+
+    def _full_disk(self, exc: BaseException) -> StorageFullError | None:
+        """``exc`` as a :class:`StorageFullError` naming the place, if it says a file
+        system is full (and is not one already)."""
+        return None if isinstance(exc, StorageFullError) else storage_full_error(exc, self.places)
 
     def _leave_pair(self) -> None:
         if self.pair is not None:
@@ -398,10 +416,10 @@ class Engine:
             work, future = inflight.popleft()
             try:
                 future.result()
-            except Exception as exc:  # a damaged file Spark found reading it: say which
-                damaged = as_storage_error(exc)
-                if damaged is not None:
-                    raise damaged from exc
+            except Exception as exc:  # a full disk, a damaged file Spark read: say which
+                failure = self._full_disk(exc) or as_storage_error(exc)
+                if failure is not None:
+                    raise failure from exc
                 if not is_executor_loss(exc):
                     raise
                 planned -= self._recover_from_executor_loss(work, inflight, exc)

@@ -42,6 +42,7 @@ from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
 from falkirk.storage import CommitBatch, StoredFile
+from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 
 
@@ -252,8 +253,8 @@ class EpochRunner:
             with replicated(p.policy.replicas):
                 self._run(p, work, inputs, work.outputs, work.epoch if tick is None else tick, checkpoint)
         except Exception as exc:
-            if as_storage_error(exc) is not None:
-                raise  # a damaged file: the engine names it
+            if as_storage_error(exc) is not None or no_space(exc) is not None:
+                raise  # a damaged file, a full disk: the engine names it
             known = as_data_error(exc, p.name, work.epoch) or as_task_error(exc, p.name, work.epoch)
             if known is None:
                 raise

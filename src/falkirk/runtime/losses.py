@@ -19,6 +19,7 @@ from falkirk.runtime.report import RunReport
 from falkirk.runtime.state import RunState
 from falkirk.spark.blocks import cached_partitions, free, lost_blocks
 from falkirk.spark.errors import as_storage_error, is_executor_loss
+from falkirk.storage.full import no_space
 
 #: Executor losses recovered in a row with no commit between them before the
 #: engine gives up (the error is then not a lost executor, or recurs every time).
@@ -141,8 +142,8 @@ def run_recovering(
             run(max_epochs)
             return
         except Exception as exc:
-            if not is_executor_loss(exc) or as_storage_error(exc) is not None:
-                raise
+            if not is_executor_loss(exc) or as_storage_error(exc) is not None or no_space(exc) is not None:
+                raise  # a run again would fail the same way
             committed = len(report.epochs) - before
             restarts = 1 if committed else restarts + 1
             give_up_after(restarts, report.epochs[-1] + 1 if report.epochs else 1, exc)

@@ -4,7 +4,9 @@ checked against how it was used before."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
@@ -16,6 +18,7 @@ from falkirk.operators.loop import FeedbackOperator
 from falkirk.spark.session import is_local
 from falkirk.storage import MetaStore, StorageError
 from falkirk.storage.filesystem import FileSystem, is_uri, local_path
+from falkirk.storage.full import Place
 from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, recorded
 from falkirk.storage.schema import DB_NAME
 
@@ -126,3 +129,25 @@ def recorded_facts(meta_dir: Path, fs: FileSystem, root: str) -> dict[str, str]:
         return facts
     finally:
         store.close()
+
+
+def written_places(root: str, meta_dir: Path, description: dict[str, Any], spark: SparkSession) -> list[Place]:
+    """Where a run writes, as :class:`~falkirk.storage.StorageFullError` names a full
+    one: the storage root, a URI root's metadata directory, each sink's table (a
+    sink that describes a ``path``), and Spark's scratch directories (on the
+    executors' machines, on a cluster)."""
+    places = [Place("the storage root", root, "move the storage root to a larger file system")]
+    if is_uri(root):  # else the metadata lives in the root
+        places.append(Place("the metadata directory", str(meta_dir), "give the engine a metadata_dir on a larger file system"))
+    for name, processor in description["processors"].items():
+        path = processor.get("target", {}).get("path")
+        if path:
+            places.append(Place(f"the table of sink {name!r}", str(path), "give the sink a table on a larger file system"))
+    conf = spark.sparkContext.getConf()
+    scratch = conf.get("spark.local.dir") or os.environ.get("SPARK_LOCAL_DIRS")
+    if not scratch:  # Spark's default: the JVM's temporary directory
+        scratch = str(spark.sparkContext._jvm.System.getProperty("java.io.tmpdir"))  # type: ignore[union-attr]
+    here = is_local(spark.sparkContext.master or "local")
+    for directory in filter(None, scratch.split(",")):
+        places.append(Place("Spark's scratch directory (spark.local.dir)", directory, "set spark.local.dir to a larger file system", here))
+    return places

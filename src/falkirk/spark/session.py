@@ -21,6 +21,7 @@ the executors can load its class (:mod:`falkirk.spark.placement`).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -29,6 +30,8 @@ from pyspark.sql import SparkSession
 
 from falkirk.spark import cds
 from falkirk.spark.placement import placement_conf
+
+logger = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -126,4 +129,36 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_task_failures(spark)
     return spark
+
+
+#: The driver JVM's log messages that repeat a failed task's error (with its stack
+#: trace, some 75 lines each, several per failed job) before the job's caller gets
+#: the same error: the executor's, the task set's and the file writer's.
+TASK_FAILURE_MESSAGES = (
+    r"(?s)(Aborting task|Aborting job .*|Job: .* aborted\.|Exception in task .*"
+    r"|Task \S+ in stage \S+ failed \d+ times; aborting job)"
+)
+
+
+def quiet_task_failures(spark: SparkSession) -> None:
+    """Keep the messages of :data:`TASK_FAILURE_MESSAGES` off the driver's console.
+    Falkirk gets each failed job's error where it ran the job and reports it (a full
+    disk, a damaged file, a processor's error: one line, the original chained as the
+    ``__cause__``); printed by the JVM as well, one failure filled hundreds of lines
+    of stderr. Every other message of the JVM's log stays (at ERROR)."""
+    context = spark.sparkContext
+    if getattr(context, "_falkirk_quiet", False):  # once per session: getOrCreate returns it again
+        return
+    jvm = context._jvm
+    try:
+        core = jvm.org.apache.logging.log4j.core  # type: ignore[union-attr]
+        result = getattr(core, "Filter$Result")
+        quiet = core.filter.RegexFilter.createFilter(TASK_FAILURE_MESSAGES, None, False, result.DENY, result.NEUTRAL)
+        configuration = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()  # type: ignore[union-attr]
+        for appender in configuration.getAppenders().values():
+            appender.addFilter(quiet)
+        setattr(context, "_falkirk_quiet", True)  # noqa: B010 (not an attribute of SparkContext's type)
+    except Exception as exc:  # another logging back end: its console stays as it is
+        logger.debug("task failures stay on the JVM's console: %s", exc)

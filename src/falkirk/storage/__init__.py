@@ -6,7 +6,12 @@ the metadata that makes them visible, atomically and only once they are durable.
 
 from __future__ import annotations
 
-from falkirk.storage.exceptions import CorruptStorageError, StorageError, StorageInUseError
+from falkirk.storage.exceptions import (
+    CorruptStorageError,
+    StorageError,
+    StorageFullError,
+    StorageInUseError,
+)
 from falkirk.storage.filesystem import (
     FileSystem,
     HadoopFileSystem,
@@ -34,6 +39,7 @@ __all__ = [
     "MetaStore",
     "RootLock",
     "StorageError",
+    "StorageFullError",
     "StorageInUseError",
     "StoredCheckpoint",
     "StoredFile",

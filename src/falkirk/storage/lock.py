@@ -55,8 +55,13 @@ class RootLock:
                 os.close(fd)
                 raise
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(owner).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(owner).encode(), 0)
+        except OSError as exc:  # a full disk: let go, or this process would refuse itself the root
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise OSError(exc.errno, f"cannot record who holds the lock: {exc.strerror}", str(self.path)) from exc
         self._fd = fd
 
     def release(self) -> None:

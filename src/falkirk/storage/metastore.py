@@ -29,14 +29,16 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
-from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile
+from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile, is_uri
+from falkirk.storage.full import Place, storage_full_error
 from falkirk.storage.schema import (
     _COLUMNS,
     _SCHEMA,
@@ -148,14 +150,16 @@ class MetaStore:
         driver runs on it). Files under ``root`` (the storage root, spelled as ``fs``
         lists it; by default ``directory``, as for a local root) are recorded
         relative to it. A damaged database raises :class:`CorruptStorageError`
-        naming it."""
+        naming it; a full file system (here and at every write)
+        :class:`~falkirk.storage.StorageFullError`."""
         self.fs: FileSystem = fs or LocalFileSystem()
         self._on_commit = on_commit
         self.root = (root or str(Path(directory).absolute())).rstrip("/")
         self.path = Path(directory) / DB_NAME
         try:
-            self._open(read_only)
-        except sqlite3.DatabaseError as exc:
+            with self._full_disk():
+                self._open(read_only)
+        except sqlite3.DatabaseError as exc:  # not OperationalError of a full disk: raised above
             raise CorruptStorageError(
                 f"metadata {self.path} is damaged ({exc}); it is not used. Restore the storage root "
                 "from a backup, or start with a fresh one."
@@ -217,6 +221,22 @@ class MetaStore:
     def close(self) -> None:
         self._db.close()
 
+    @contextmanager
+    def _full_disk(self) -> Iterator[None]:
+        """SQLite's ``database or disk is full`` (or ENOSPC) while the block writes,
+        as a :class:`~falkirk.storage.StorageFullError` naming the database (the
+        block's transaction has rolled back: nothing of it is committed)."""
+        try:
+            yield
+        except (sqlite3.OperationalError, OSError) as exc:
+            move = "move the storage root to a larger file system"
+            if is_uri(self.root):
+                move = "give the engine a metadata_dir on a larger file system"
+            full = storage_full_error(exc, [Place("the metadata database", str(self.path), move)])
+            if full is None:
+                raise
+            raise full from exc
+
     # -- writing ----------------------------------------------------------------------
 
     def commit(self, batch: CommitBatch) -> list[StoredFile]:
@@ -237,31 +257,32 @@ class MetaStore:
         rows_sink = [with_crc(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
         rows_logs = [with_crc(edge, *tick_columns(t), self._files_json(f)) for edge, t, f in batch.logs]
         rows_state = [with_crc(p, *tick_columns(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            forgotten = self._forget(batch.forget)
-            self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)", rows_ckpt)
-            # Offsets of a replayed epoch are the ones recorded the first time: same input.
-            self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
-            self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
-            self._extend_sink_ranges([(s, e) for s, e, _ in batch.sink_commits])
-            self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
-            self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
-            if batch.epoch is not None:
-                self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", with_crc("committed_epoch", batch.epoch))
-            if batch.end_of_input is not None:
-                self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", with_crc("end_of_input", batch.end_of_input))
-            self._db.execute("COMMIT")
-        except sqlite3.IntegrityError as exc:
-            self._db.execute("ROLLBACK")
-            raise StorageError(
-                f"commit refused: {exc}; the same checkpoint, offset or sink epoch was "
-                "already committed (a replay must skip committed work)"
-            ) from exc
-        except BaseException:
-            if self._db.in_transaction:
+        with self._full_disk():  # outside: the transaction is rolled back first
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                forgotten = self._forget(batch.forget)
+                self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)", rows_ckpt)
+                # Offsets of a replayed epoch are the ones recorded the first time: same input.
+                self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
+                self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
+                self._extend_sink_ranges([(s, e) for s, e, _ in batch.sink_commits])
+                self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
+                self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
+                if batch.epoch is not None:
+                    self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", with_crc("committed_epoch", batch.epoch))
+                if batch.end_of_input is not None:
+                    self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", with_crc("end_of_input", batch.end_of_input))
+                self._db.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
                 self._db.execute("ROLLBACK")
-            raise
+                raise StorageError(
+                    f"commit refused: {exc}; the same checkpoint, offset or sink epoch was "
+                    "already committed (a replay must skip committed work)"
+                ) from exc
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
         self._committed()
         return forgotten
 
@@ -305,14 +326,15 @@ class MetaStore:
 
     def record_fact(self, name: str, value: str) -> None:
         """Record (or replace) a fact about the root, durably, in its own transaction."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.execute("INSERT OR REPLACE INTO root VALUES (?, ?, ?)", with_crc(name, value))
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        with self._full_disk():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR REPLACE INTO root VALUES (?, ?, ?)", with_crc(name, value))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
         self._committed()
 
     def _has_table(self, table: str) -> bool:
@@ -330,14 +352,16 @@ class MetaStore:
         """Record the pipeline's description (its processors, policies and edges, as
         JSON) so that tools read a storage root without the pipeline's code
         (``falkirk status``). Replaces an earlier description of ``name``."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.execute("DELETE FROM pipeline")
-            self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", with_crc(name, json.dumps(description, sort_keys=True)))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+        with self._full_disk():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM pipeline")
+                self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", with_crc(name, json.dumps(description, sort_keys=True)))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLite rolls back itself after some errors (a full disk)
+                    self._db.execute("ROLLBACK")
+                raise
         self._committed()
 
     def description(self) -> dict[str, Any] | None:
