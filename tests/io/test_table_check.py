@@ -8,6 +8,7 @@ leaves a file that cannot be checked."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,6 +177,59 @@ def test_a_released_table_may_hold_committed_epochs_pending(released: Path, caps
     assert code == 1 and len(damaged) == 2, out
     assert f"{epoch_file(pending, 5)} is damaged" in damaged[0]
     assert "epoch 4 is missing" in damaged[1] and "_pending/" in damaged[1]
+
+
+class Watched(LocalFileSystem):
+    """Checks, after every rename and write, that no epoch file is visible without
+    its whole sidecar (in the table or pending); can crash at a chosen rename."""
+
+    def __init__(self, table: Path, crash_at: str | None = None) -> None:
+        self.table, self.crash_at, self.steps = table, crash_at, 0
+
+    def replace(self, src: str, dst: str) -> None:
+        if self.crash_at is not None and dst.endswith(self.crash_at):
+            raise OSError("crash")
+        super().replace(src, dst)
+        self.check()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        super().write_bytes(path, data)
+        self.check()
+
+    def check(self) -> None:
+        self.steps += 1
+        for folder in (self.table, self.table / "_pending"):
+            for f in folder.glob("epoch-*.parquet"):
+                record = sidecar(folder, int(f.name[6:16]))
+                record = record if record.exists() else sidecar(self.table, int(f.name[6:16]))
+                assert record.exists(), f"{f} is visible without its sidecar"
+                assert json.loads(record.read_bytes())["size"] == f.stat().st_size
+
+
+@pytest.mark.parametrize("visibility", ["committed", "released"])
+def test_the_sidecar_is_visible_before_its_epoch_file(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visibility: str) -> None:
+    table = tmp_path / "t"
+    watched = Watched(table)
+    monkeypatch.setattr("falkirk.io.sinks.filesystem_for", lambda path, spark=None: (watched, path))
+    sink = ParquetTableSink(str(table), visibility=visibility)
+    df = spark.createDataFrame([(1,)], "x long")
+    sink.prepare(df.limit(0))
+    for epoch in (1, 2):
+        sink.pre_commit(df, epoch)
+    sink.commit_upto(2)
+    assert watched.steps >= 6
+    # a crash after the sidecar, before the file: a sidecar alone, of an uncommitted epoch
+    watched.crash_at = epoch_file(table, 3).name
+    with pytest.raises(OSError, match="crash"):
+        sink.pre_commit(df, 3)
+    folder = table if visibility == "committed" else table / "_pending"
+    assert sidecar(folder, 3).exists() and not epoch_file(folder, 3).exists()
+    report = verify_table(watched, str(table), Committed("out", range(1, 3), visibility))
+    assert (report.checked, report.problems) == (3, [])
+    assert len(report.notes) == 1 and "epoch 3 is past the committed ones" in report.notes[0]
+    # committed, it would be an epoch missing with its sidecar left
+    report = verify_table(watched, str(table), Committed("out", range(1, 4), visibility))
+    assert [(p.kind.value, p.epochs) for p in report.problems] == [("orphaned", (3, 3))]
 
 
 class Releasing(LocalFileSystem):

@@ -27,7 +27,12 @@ Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` (its *sidecar*)
 records its size and SHA-256, so that the table can be checked at any time, long
 after the epoch's commit record was forgotten, against the epochs its storage root
 committed to the sink (:func:`falkirk.io.table_check.verify_table`, ``falkirk verify
-STORAGE TABLE``).
+STORAGE TABLE``). The sidecar becomes visible before its file, never after: it is
+written under a temporary name, made durable and renamed into place, and only then
+is the epoch file renamed next to it (a release from ``_pending`` moves the sidecar
+first too). A crash between the two leaves a sidecar without its file - for an
+epoch that had not committed yet, which the next run writes again - never a file
+that cannot be checked, nor a torn sidecar.
 """
 
 from __future__ import annotations
@@ -153,15 +158,20 @@ class ParquetTableSink:
         its pending folder)."""
         staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}~{_WRITER}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
-        parts = fs.make_durable(part_files(fs, staging))
+        part = fs.make_durable(part_files(fs, staging))[0]
         fs.mkdirs(directory)
         final = fs.join(directory, epoch_name(epoch))
-        fs.replace(parts[0].path, final)
+        # Step 1: the sidecar, whole and durable in the staging folder (a crash before
+        # the rename leaves it there, and prepare() removes the folder), then renamed
+        # into place: a reader never sees it torn.
+        record = {"size": part.size, "sha256": part.sha256}
+        fs.write_bytes(fs.join(staging, "sidecar"), json.dumps(record).encode())
+        fs.replace(fs.join(staging, "sidecar"), checksum_file(fs, final))
+        # Step 2: the file (durable since make_durable above; the rename makes its
+        # name durable), next to the sidecar that vouches for it.
+        fs.replace(part.path, final)
         fs.delete(staging)
-        stored = fs.make_durable([final])
-        record = {"size": stored[0].size, "sha256": stored[0].sha256}
-        fs.write_bytes(checksum_file(fs, final), json.dumps(record).encode())
-        return stored
+        return [StoredFile(final, part.size, part.sha256)]
 
 
 #: Who stages a write (``pid.start@host``): a driver pair's two drivers share tables,
