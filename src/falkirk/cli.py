@@ -9,8 +9,12 @@
 * ``falkirk warm-up`` - builds the JVM's class-data sharing archive (once per
   installation; Spark sessions then start ~3 s faster, see falkirk.warmup);
 * ``falkirk verify STORAGE [TABLE ...]`` - checks every committed file of a storage
-  root against the size and SHA-256 its commit recorded, and every epoch file of the
-  given ParquetTableSink tables against its checksum file (exit 1 if one is damaged);
+  root against the size and SHA-256 its commit recorded, and each given table of its
+  ParquetTableSinks against the epochs the root committed to it: every committed
+  epoch there (or pending release), every file as its checksum sidecar records. Prints
+  a ``damaged:`` line per missing epoch, torn sidecar or damaged file and exits 1;
+  ``note:`` lines (an epoch written past the last commit) are not damage; a TABLE no
+  sink of the root writes is an error (falkirk.ops.verify);
 * ``falkirk status STORAGE [--json]`` - a running or stopped pipeline from its storage
   root alone: processors, policies, committed epochs, frontiers, checkpoints and logs
   kept, the plan a recovery started now would follow (and why), the driver holding it;
@@ -91,31 +95,23 @@ def _warm_up(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from falkirk.storage.filesystem import filesystem_for, is_uri
-    from falkirk.storage.verify import verify_root
+    from falkirk.ops.verify import verify
+    from falkirk.storage.filesystem import is_uri
 
     print(f"falkirk: checking every committed file of {args.storage} against its size and SHA-256...", file=sys.stderr, flush=True)
     spark = None
-    if is_uri(args.storage):  # Hadoop filesystems are reached through Spark's JVM
+    if any(is_uri(path) for path in (args.storage, *args.tables)):  # Hadoop filesystems are reached through Spark's JVM
         from falkirk.spark import spark_session
 
         spark = spark_session()
-    fs, root = filesystem_for(args.storage, spark)
-    verdict = verify_root(fs, root)
-    problems = list(verdict.damaged)
-    checked = verdict.checked
-    for table in args.tables:
-        from falkirk.io.sinks import verify_table
-
-        table_fs, directory = filesystem_for(table, spark)
-        count, found = verify_table(table_fs, directory)
-        checked += count
-        problems += found
-    for problem in problems:
+    report = verify(args.storage, args.tables, spark)
+    for note in report.notes:
+        print(f"note: {note}")
+    for problem in report.problems:
         print(f"damaged: {problem}")
-    state = f"{len(problems)} damaged" if problems else "all intact"
-    print(f"falkirk: checked {checked} committed files: {state}")
-    return 1 if problems else 0
+    state = f"{len(report.problems)} damaged" if report.problems else "all intact"
+    print(f"falkirk: checked {report.checked} committed files: {state}")
+    return 1 if report.problems else 0
 
 
 def _dsns(pairs: list[str] | None) -> dict[str, str]:
@@ -193,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="check every committed file of a storage root against its recorded size and SHA-256"
     )
     p_verify.add_argument("storage", help="the storage root (a directory or a Hadoop URI)")
-    p_verify.add_argument("tables", nargs="*", help="ParquetTableSink directories to check too")
+    p_verify.add_argument("tables", nargs="*", help="tables of the root's ParquetTableSinks to check against the epochs it committed to them")
     p_verify.set_defaults(run=_verify)
     p_status = sub.add_parser(
         "status", help="what a storage root holds and what a recovery started now would choose"

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from falkirk.graph import EagerCheckpoint, GraphError, LazyCheckpoint, Pipeline
 from falkirk.io import ParquetTableSink, keyed_generator
-from falkirk.io.sinks import verify_table
+from falkirk.io.table_check import verify_table
 from falkirk.runtime import Engine
 from falkirk.storage.filesystem import filesystem_for
 
@@ -38,7 +38,8 @@ def test_released_epochs_appear_in_order_and_aborted_ones_never(spark: SparkSess
     sink.commit_upto(2)
     assert epochs_in(tmp_path / "t") == [0, 1, 2]
     assert sorted(p.name for p in pending.iterdir()) == []
-    assert verify_table(*filesystem_for(str(tmp_path / "t"), spark)) == (3, [])
+    report = verify_table(*filesystem_for(str(tmp_path / "t"), spark))
+    assert (report.checked, report.problems) == (3, [])
     assert pd.read_parquet(tmp_path / "t")["epoch"].tolist() == [1, 2]
 
 

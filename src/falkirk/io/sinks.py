@@ -23,9 +23,16 @@ because it shows every epoch at its commit with any policy mix, and a replay
 rewrites an epoch with identical rows (sources replay exactly, steps are
 deterministic): choose ``"released"`` when readers must never see a file change.
 
-Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` records its size and
-SHA-256, so that the table can be checked at any time, long after the epoch's commit
-record was forgotten (:func:`verify_table`, ``falkirk verify STORAGE TABLE``).
+Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` (its *sidecar*)
+records its size and SHA-256, so that the table can be checked at any time, long
+after the epoch's commit record was forgotten, against the epochs its storage root
+committed to the sink (:func:`falkirk.io.table_check.verify_table`, ``falkirk verify
+STORAGE TABLE``). The sidecar becomes visible before its file, never after: it is
+written under a temporary name, made durable and renamed into place, and only then
+is the epoch file renamed next to it (a release from ``_pending`` moves the sidecar
+first too). A crash between the two leaves a sidecar without its file - for an
+epoch that had not committed yet, which the next run writes again - never a file
+that cannot be checked, nor a torn sidecar.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.storage import CorruptStorageError, StoredFile, verify_files
+from falkirk.storage import StoredFile
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, part_files
 from falkirk.storage.published import host_name, process_alive, process_start
 
@@ -84,7 +91,7 @@ class ParquetTableSink:
             return self.write(df, epoch)
         fs, root = filesystem_for(self.path, df.sparkSession)
         self._write(df, epoch, fs, root, fs.join(root, PENDING))
-        return []  # the file moves on release: its sidecar checksum vouches for it (verify_table)
+        return []  # the file moves on release: its sidecar vouches for it (falkirk.io.table_check)
 
     def commit_upto(self, epoch: int) -> None:
         """Move pending epochs up to ``epoch`` into the table, in order (idempotent)."""
@@ -94,8 +101,10 @@ class ParquetTableSink:
         for e, path in self._pending(fs, root):
             if e <= epoch:
                 final = fs.join(root, path.rsplit("/", 1)[-1])
-                if fs.size(_checksum_file(fs, path)) is not None:  # moved already by a crashed attempt
-                    fs.replace(_checksum_file(fs, path), _checksum_file(fs, final))
+                # The sidecar first, as a write does (see the module docstring); a
+                # crashed attempt may have moved it already.
+                if fs.size(checksum_file(fs, path)) is not None:
+                    fs.replace(checksum_file(fs, path), checksum_file(fs, final))
                 fs.replace(path, final)
 
     def abort_after(self, epoch: int) -> None:
@@ -105,8 +114,8 @@ class ParquetTableSink:
         fs, root = self._fs()
         for e, path in self._pending(fs, root):
             if e > epoch:
-                fs.delete(path)
-                fs.delete(_checksum_file(fs, path))
+                fs.delete(path)  # the file first: a crash leaves a sidecar alone, never a file unchecked
+                fs.delete(checksum_file(fs, path))
 
     def _fs(self) -> tuple[FileSystem, str]:
         from pyspark.sql import SparkSession
@@ -149,15 +158,20 @@ class ParquetTableSink:
         its pending folder)."""
         staging = fs.join(root, f"_staging-e{epoch}-{uuid.uuid4().hex[:12]}~{_WRITER}")
         self._stamp(df, epoch).coalesce(1).write.parquet(staging)
-        parts = fs.make_durable(part_files(fs, staging))
+        part = fs.make_durable(part_files(fs, staging))[0]
         fs.mkdirs(directory)
-        final = fs.join(directory, f"epoch-{epoch:010d}.parquet")
-        fs.replace(parts[0].path, final)
+        final = fs.join(directory, epoch_name(epoch))
+        # Step 1: the sidecar, whole and durable in the staging folder (a crash before
+        # the rename leaves it there, and prepare() removes the folder), then renamed
+        # into place: a reader never sees it torn.
+        record = {"size": part.size, "sha256": part.sha256}
+        fs.write_bytes(fs.join(staging, "sidecar"), json.dumps(record).encode())
+        fs.replace(fs.join(staging, "sidecar"), checksum_file(fs, final))
+        # Step 2: the file (durable since make_durable above; the rename makes its
+        # name durable), next to the sidecar that vouches for it.
+        fs.replace(part.path, final)
         fs.delete(staging)
-        stored = fs.make_durable([final])
-        record = {"size": stored[0].size, "sha256": stored[0].sha256}
-        fs.write_bytes(_checksum_file(fs, final), json.dumps(record).encode())
-        return stored
+        return [StoredFile(final, part.size, part.sha256)]
 
 
 #: Who stages a write (``pid.start@host``): a driver pair's two drivers share tables,
@@ -177,27 +191,16 @@ def _interrupted(name: str) -> bool:
     return host == host_name() and pid.isdigit() and not process_alive(int(pid), None if start == "None" else start)
 
 
-def _checksum_file(fs: FileSystem, epoch_file: str) -> str:
+def epoch_name(epoch: int) -> str:
+    """The name of ``epoch``'s file in a table (or its ``_pending`` folder)."""
+    return f"epoch-{epoch:010d}.parquet"
+
+
+def checksum_file(fs: FileSystem, epoch_file: str) -> str:
+    """The sidecar of ``epoch_file``: the hidden file next to it that records its
+    size and SHA-256 (``{"size": ..., "sha256": ...}``)."""
     directory, name = epoch_file.rsplit("/", 1)
     return fs.join(directory, f".{name}.sha256")
-
-
-def verify_table(fs: FileSystem, directory: str) -> tuple[int, list[str]]:
-    """Check every epoch file of a :class:`ParquetTableSink` table against the size
-    and SHA-256 recorded when it was written: (files checked, problems found)."""
-    problems: list[str] = []
-    files = [path for path, is_dir in fs.children(directory) if not is_dir and _EPOCH_FILE.search(path)]
-    for path in files:
-        raw = fs.read_bytes(_checksum_file(fs, path))
-        if raw is None:
-            problems.append(f"{path} has no recorded checksum (written by an older Falkirk?)")
-            continue
-        record = json.loads(raw)
-        try:
-            verify_files([StoredFile(path, int(record["size"]), str(record["sha256"]))], fs)
-        except CorruptStorageError as exc:
-            problems.append(str(exc))
-    return len(files), problems
 
 
 @dataclass
