@@ -43,7 +43,7 @@ def test_a_wal_counts_only_once_it_holds_a_committed_epoch(tmp_path: Path) -> No
     (tmp_path / "meta.sqlite-wal").write_bytes(wal)
     assert committed_evidence(LocalFileSystem(), str(tmp_path), tmp_path) == [], "a run that never committed an epoch"
     (tmp_path / "meta.sqlite-wal").write_bytes(committed)
-    with pytest.raises(CorruptStorageError, match="meta.sqlite-wal holds committed epochs"):
+    with pytest.raises(CorruptStorageError, match=r"meta\.sqlite-wal holds committed epochs"):
         check(tmp_path)
 
 
