@@ -37,9 +37,11 @@ that cannot be checked, nor a torn sidecar.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +50,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from falkirk.graph.exceptions import GraphError
+from falkirk.io.exceptions import SinkError
 from falkirk.storage import StoredFile
-from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, part_files
+from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, local_path, part_files
 from falkirk.storage.published import host_name, process_alive, process_start
 
 _EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
@@ -57,6 +60,11 @@ _EPOCH_NUMBER = re.compile(r"/epoch-(\d+)\.parquet$")
 VISIBILITIES = ("committed", "released")
 #: The hidden folder of a table's epochs written but not released yet.
 PENDING = "_pending"
+#: The lock a driver holds on a local table while it writes it (hidden from readers).
+TABLE_LOCK = "_falkirk.lock"
+#: Open lock files of the tables this process writes, by table directory.
+_held_tables: dict[str, int] = {}
+_held_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,46 @@ class ParquetTableSink:
         """What the storage root records of this sink (``falkirk verify`` finds the
         table's committed epochs by its path)."""
         return {"kind": "parquet", "path": self.path, "visibility": self.visibility}
+
+    def take_lease(self, *, shared: bool) -> None:
+        """Hold an exclusive lock on a local table (``_falkirk.lock`` in it, hidden from
+        Parquet readers) while the run lasts: a second driver writing the same table -
+        a copy of the storage root started next to the original, or another pipeline
+        - is refused before it writes or deletes anything. The kernel releases it when
+        the driver dies. A driver pair's members share their tables by design
+        (``shared``); a table on a Hadoop URI cannot be locked this way."""
+        directory = self._local_directory()
+        if shared or directory is None:
+            return
+        with _held_lock:
+            if directory in _held_tables:
+                raise SinkError(f"ParquetTableSink({self.path!r}): this process writes the table already (another sink or engine)")
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(os.path.join(directory, TABLE_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SinkError(
+                    f"ParquetTableSink({self.path!r}): another driver is writing this table (a copy of this "
+                    "storage root started next to the original, or another pipeline). A copy of a storage root is "
+                    "a restore, not a fork: run one copy at a time, or give each pipeline a table of its own"
+                ) from None
+            _held_tables[directory] = fd
+
+    def drop_lease(self) -> None:
+        """Let the table's lock go (the run ended)."""
+        directory = self._local_directory()
+        with _held_lock:
+            fd = _held_tables.pop(directory, None) if directory is not None else None
+        if fd is not None:
+            os.close(fd)
+
+    def _local_directory(self) -> str | None:
+        """The table's local directory (None on a remote Hadoop file system)."""
+        if not is_uri(self.path):
+            return self.path
+        return local_path(self.path)
 
     def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
         """``committed``: write the epoch into the table; ``released``: into ``_pending``."""
@@ -137,7 +185,7 @@ class ParquetTableSink:
         fs.mkdirs(root)
         entries = fs.children(root)
         for path, _ in entries:
-            if _interrupted(path.rsplit("/", 1)[-1]):
+            if _interrupted(path.rsplit("/", 1)[-1]):  # (never the table's lock: not a staging folder)
                 fs.delete(path)
         if not any(_EPOCH_FILE.search(path) for path, _ in entries):
             self.write(self._stamp(empty, 0), 0)
