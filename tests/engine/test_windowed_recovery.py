@@ -29,7 +29,7 @@ from falkirk.demo.windowed import (
     shape_of,
     write_input,
 )
-from falkirk.exceptions import FalkirkError
+from falkirk.graph import PipelineChangedError
 from falkirk.runtime import Engine
 from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
@@ -159,14 +159,15 @@ def test_cec_killed_at_random_moments(spark: SparkSession, files: Path, tmp_path
 
 
 def test_a_restart_with_other_settings_is_refused(spark: SparkSession, files: Path, tmp_path: Path) -> None:
-    """State written under one policy or window cannot be read as another: a clear
-    error (the example exits 2 with it), the storage untouched; the original settings
-    then finish exactly."""
+    """State written under one policy or window cannot be read as another: refused
+    before any work, naming the change (the example exits 2 with it), the storage
+    untouched; the original settings then finish exactly."""
     run_here(spark, files, tmp_path, "sliding", max_epochs=3)  # a committed root, no driver start
     proc = start(files, tmp_path, "sliding", "lazy")
     _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 2 and "another policy" in err.decode(), err.decode()[-2000:]
-    with pytest.raises(FalkirkError, match="other settings"):
+    refused = "policy was ContinuousEventualCheckpoint, is now LazyCheckpoint"
+    assert proc.returncode == 2 and refused in err.decode(), err.decode()[-2000:]
+    with pytest.raises(PipelineChangedError, match=r"setting 'shape' was Sliding\(size=20, slide=5\), is now Tumbling\(size=10\)"):
         run_here(spark, files, tmp_path, "tumbling")
     run_here(spark, files, tmp_path, "sliding")
     check(files, tmp_path, "sliding")

@@ -7,7 +7,7 @@ Pure Python: a :class:`Pipeline` says *what* runs (each processor's typed spec i
 
 from __future__ import annotations
 
-from falkirk.graph.exceptions import GraphError
+from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.loops import Loop
 from falkirk.graph.pipeline import Input, Pipeline, Processor
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
@@ -38,6 +38,7 @@ __all__ = [
     "LogOutputs",
     "Loop",
     "Pipeline",
+    "PipelineChangedError",
     "Policy",
     "Processor",
     "Sequenced",

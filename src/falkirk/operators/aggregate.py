@@ -13,8 +13,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DoubleType, LongType, StructField, StructType
 
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import AggregateSpec
-from falkirk.operators.base import Step, require
+from falkirk.operators.base import Step, require, state_columns
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.spark.frames import quote
 from falkirk.spark.materialise import materialise
@@ -147,6 +148,9 @@ class AggregateOperator(KeyedOperator):
                 t = state_schema[f"{out}__{func}"].dataType
             fields.append(StructField(out, t, True))
         return {"out": StructType(fields)}
+
+    def state_signature(self) -> StateSignature:
+        return StateSignature.of(self.processor.kind, keys=self.keys, aggregates=self.aggregates, columns=state_columns(self.state.schema))
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.version)

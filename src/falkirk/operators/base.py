@@ -17,6 +17,10 @@ An operator is the runtime half of one processor: the engine calls
    persist, written by the engine), :meth:`Operator.restore` and :meth:`Operator.reset`
    on recovery, :meth:`Operator.release` once an epoch has committed.
 
+A keyed operator also says, after :meth:`Operator.set_up`, what its stored state
+means (:meth:`Operator.state_signature`): a restart whose state would mean something
+else is refused before it reads any (:mod:`falkirk.runtime.changes`).
+
 What the policy persists besides (logged outputs, logged inputs for
 :class:`~falkirk.graph.FullHistory`) and all metadata are the engine's: an operator
 only says what its state is.
@@ -33,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Processor
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import OperatorSpec
 from falkirk.storage import StoredFile
 from falkirk.time.ticks import Tick, ordinal
@@ -133,6 +138,13 @@ class Operator:
 
     # -- keyed state (spec.keyed) -------------------------------------------------------
 
+    def state_signature(self) -> StateSignature | None:
+        """After :meth:`set_up`: what the rows of this operator's stored state mean
+        (keys, functions, columns, settings; see :mod:`falkirk.graph.signatures`),
+        None for an operator without keyed state. State recorded under another
+        signature is not read: the restart is refused."""
+        return None
+
     def checkpoint(self, epoch: int, base: bool) -> DataFrame:
         """The rows of a checkpoint of the state after ``epoch``: all of it (``base``)
         or what changed since the previous checkpoint. Called after the epoch's
@@ -196,6 +208,11 @@ def require(schema: StructType, columns: Sequence[str], where: str = "its input"
     missing = [c for c in columns if c not in schema.fieldNames()]
     if missing:
         raise GraphError(f"columns {missing} are not in {where} (columns: {schema.fieldNames()})")
+
+
+def state_columns(schema: StructType, prefix: str = "") -> tuple[tuple[str, str], ...]:
+    """A state's columns as a :class:`StateSignature` has them: (name, type)."""
+    return tuple((prefix + f.name, f.dataType.simpleString()) for f in schema.fields)
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:

@@ -19,8 +19,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import BufferSpec
-from falkirk.operators.base import Chain, Operator, Step
+from falkirk.operators.base import Chain, Operator, Step, state_columns
 from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise
 
@@ -44,6 +45,10 @@ class BufferOperator(Operator):
         self.arrivals: list[int] = []
         self._retired: list[tuple[int, DataFrame]] = []
         return {"out": inputs[0]}
+
+    def state_signature(self) -> StateSignature:
+        """The rows' columns and how many epochs of them are kept."""
+        return StateSignature.of(self.processor.kind, columns=state_columns(self.schema), settings={"retain": self.retain})
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         # No step.wait_previous(): this epoch's part depends on no other epoch.

@@ -27,8 +27,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from falkirk.graph import GraphError
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import JoinSpec
-from falkirk.operators.base import Chain, Operator, Step, require
+from falkirk.operators.base import Chain, Operator, Step, require, state_columns
 from falkirk.spark.materialise import materialise
 from falkirk.spark.rows import ARRIVED, KeyedRows, chain_files
 
@@ -80,6 +81,17 @@ class JoinOperator(Operator):
         self.left_struct = _struct([left[c] for c in self.left_cols])
         self.right_struct = _struct([right[c] for c in self.right_cols])
         return {"out": self.output}
+
+    def state_signature(self) -> StateSignature:
+        """Keys, each side's stored columns, and what decides when a row is emitted
+        unmatched and dropped (``how``, ``retain``): rows stored under another
+        retention would be matched and expire on another schedule."""
+        keys = [f for f in self.left.schema.fields if f.name in self.on]
+        columns = state_columns(StructType(keys))
+        columns += state_columns(self.left_struct, "left.") + state_columns(self.right_struct, "right.")
+        return StateSignature.of(
+            self.processor.kind, keys=self.on, columns=columns, settings={"how": self.how, "retain": self.retain}
+        )
 
     # -- an epoch -------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from falkirk.graph import GraphError
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import LookupSpec
-from falkirk.operators.base import Step, require
+from falkirk.operators.base import Step, require, state_columns
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.spark.materialise import materialise
 
@@ -56,6 +57,10 @@ class LookupOperator(KeyedOperator):
         self.stream_cols = stream.fieldNames()
         fields = [*stream.fields, *[StructField(c, table[c].dataType, True) for c in self.table_cols]]
         return {"out": StructType(fields)}
+
+    def state_signature(self) -> StateSignature:
+        """The table's keys and columns (how a stream row looks it up is not stored)."""
+        return StateSignature.of(self.processor.kind, keys=self.on, columns=state_columns(self.state.schema))
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         epoch = step.epoch

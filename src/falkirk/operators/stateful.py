@@ -21,8 +21,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from falkirk.graph import GraphError
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import StatefulSpec
-from falkirk.operators.base import Step, require
+from falkirk.operators.base import Step, require, state_columns
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.spark.frames import quote
 from falkirk.spark.materialise import materialise
@@ -202,6 +203,11 @@ class StatefulOperator(KeyedOperator):
         self.make_state(spec.key, StructType([inputs[0][k] for k in spec.key] + state.fields))
         self.output_schema = self.spark.createDataFrame([], spec.output_schema).schema
         return {"out": self.output_schema}
+
+    def state_signature(self) -> StateSignature:
+        """Keys and state columns; not the function, whose code may change (a fix)
+        while its state keeps its meaning."""
+        return StateSignature.of(self.processor.kind, keys=self.spec.key, columns=state_columns(self.state.schema))
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         if self.processor.region is None:

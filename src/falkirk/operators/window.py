@@ -41,8 +41,9 @@ from pyspark.sql.types import (
 )
 
 from falkirk.graph import ContinuousEventualCheckpoint, GraphError
+from falkirk.graph.signatures import StateSignature
 from falkirk.graph.windows import WindowSpec
-from falkirk.operators.base import Chain, Step, require
+from falkirk.operators.base import Chain, Step, require, state_columns
 from falkirk.operators.cec import CecLog
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.operators.window_frames import (
@@ -109,6 +110,21 @@ class WindowOperator(KeyedOperator):
             fields += own.fields
         self.output_schema = StructType(fields)
         return {"out": self.output_schema, "late": late_schema(schema)}
+
+    def state_signature(self) -> StateSignature:
+        """What :func:`~falkirk.operators.window_frames.signature` holds (checked
+        again at restore, for roots written before signatures were recorded), as a
+        signature: keys, aggregates, each window's stored partials, the settings that
+        place rows in windows and close them. Whether the state is a CEC log or
+        checkpoints is the policy's (checked with the policy)."""
+        spec = self.spec
+        keys = StructType([f for f in self.state.schema.fields if f.name in spec.key])
+        partials = tuple((name, dtype.simpleString()) for name, dtype, _ in self.layout.partials)
+        fn = getattr(spec.fn, "__qualname__", repr(spec.fn)) if spec.fn is not None else None
+        settings = {"shape": repr(spec.shape), "time": spec.time, "watermark_delay": spec.watermark_delay, "mode": spec.mode, "fn": fn}
+        return StateSignature.of(
+            self.processor.kind, keys=spec.key, aggregates=spec.aggregates, columns=state_columns(keys) + partials, settings=settings
+        )
 
     # -- an epoch ---------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from falkirk.operators.sink import SinkOperator
 from falkirk.runtime import garbage, rollback
 from falkirk.runtime.admission import Admission
 from falkirk.runtime.barriers import BarrierClock
+from falkirk.runtime.changes import check_unchanged, record_signatures, signatures
 from falkirk.runtime.commits import Committer
 from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
@@ -310,6 +311,9 @@ class Engine:
             if self.published is not None:  # before anything is deleted: see published.py
                 self.published.claim(store.connection)
             operators, schemas = self._set_up()
+            signed = signatures(operators)
+            check_unchanged(store, self.pipeline, signed)  # before anything is read or written
+            record_signatures(self.description, signed)
             self.identity = establish(store, self.pipeline.name, paired)  # before any external write
             if self.pair is not None and store.fact(PAIR_MEMBER) != self.pair.member:
                 store.record_fact(PAIR_MEMBER, self.pair.member)
