@@ -15,16 +15,29 @@
   :mod:`falkirk.runtime.telemetry`).
 
 Served by uvicorn (Starlette) on a background thread for as long as ``run()`` runs;
-bound to 127.0.0.1 unless another host is given. Drawing needs Graphviz's ``dot``
+bound to 127.0.0.1 unless another host is given. It changes nothing, but it shows
+the pipeline's structure and figures, so:
+
+* every request must name the dashboard in its ``Host`` header (``localhost``,
+  ``127.0.0.1``, ``[::1]`` or the bound host): a page of another site whose name
+  resolves to this machine (DNS rebinding) gets ``400``;
+* a host other than the loopback is refused unless the engine is given a bearer
+  token (``ui_token=``: every request must carry ``Authorization: Bearer <token>``,
+  or ``?token=<token>`` - the page passes it on to its own requests) or is told
+  ``allow_remote=True`` (anyone who reaches the port reads it).
+
+Drawing needs Graphviz's ``dot``
 (Debian package ``graphviz``, installed by ``scripts/bootstrap.sh``); without it the
 page says so and shows everything else.
 """
 
 from __future__ import annotations
 
+import hmac
 import html
 import ipaddress
 import logging
+import re
 import shutil
 import socket
 import subprocess
@@ -36,9 +49,12 @@ from typing import Any
 import uvicorn
 from prometheus_client import make_asgi_app
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from falkirk.graph import GraphError
 from falkirk.runtime.telemetry import Telemetry
@@ -57,9 +73,16 @@ POLICY_COLOURS = {
 OTHER_COLOUR = "#ffffff"
 
 
-def parse_address(ui: str) -> tuple[str, int]:
+#: The names a request may give the dashboard in its Host header, besides the bound host.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+
+def parse_address(ui: str, *, token: str | None = None, allow_remote: bool = False) -> tuple[str, int]:
     """``"PORT"`` (on 127.0.0.1), ``"HOST:PORT"`` or ``"[IPv6]:PORT"``; port 0 picks a
-    free one. The host must resolve (checked now, not when the server starts)."""
+    free one. The host must resolve (checked now, not when the server starts). A
+    host that is not the loopback needs ``token`` (a bearer token every request must
+    carry) or ``allow_remote=True``."""
     if ui.startswith("["):
         host, _, rest = ui[1:].partition("]")
         port = rest.removeprefix(":") if rest.startswith(":") else "-1"
@@ -76,12 +99,44 @@ def parse_address(ui: str) -> tuple[str, int]:
     except (socket.gaierror, UnicodeError) as exc:
         raise GraphError(f"ui={ui!r}: host {host!r} is not an address of this machine or a name that resolves ({exc})") from exc
     if not all(ipaddress.ip_address(str(f[4][0]).split("%")[0]).is_loopback for f in found):
-        logger.warning(
-            "falkirk dashboard on %s: reachable from other machines, without authentication "
-            "(it shows the pipeline's structure and figures, and changes nothing)",
-            host,
-        )
+        if token is None and not allow_remote:
+            raise GraphError(
+                f"ui={ui!r} is reachable from other machines: give ui_token= (a bearer token every request "
+                "must carry), or allow_remote=True to let anyone who reaches the port read the dashboard, or "
+                "bind 127.0.0.1"
+            )
+        if token is None:
+            logger.warning("falkirk dashboard on %s: reachable from other machines, without authentication (allow_remote=True)", host)
+    if token is not None and len(token) < 16:
+        raise GraphError("ui_token= must be at least 16 characters (e.g. secrets.token_urlsafe())")
     return host, number
+
+
+class _BearerToken:
+    """ASGI middleware: refuse (401) a request that does not carry the token, as
+    ``Authorization: Bearer <token>`` or ``?token=<token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._carries(Request(scope)):
+            response = PlainTextResponse("a bearer token is required (Authorization: Bearer ..., or ?token=...)", status_code=401)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _carries(self, request: Request) -> bool:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        offered = given.strip() if scheme.lower() == "bearer" else request.query_params.get("token", "")
+        return hmac.compare_digest(offered.encode(), self.token)
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """``template`` with every ``{{name}}`` replaced by ``values[name]``, in one pass:
+    what is filled in is never read for slots again."""
+    return _SLOT.sub(lambda m: values[m.group(1)], template)
 
 
 def graph_dot(description: dict[str, Any]) -> str:
@@ -117,10 +172,18 @@ def render_svg(dot_source: str) -> str:
     return svg[svg.index("<svg") :]  # without the XML prologue: inlined in the page
 
 
+def allowed_hosts(host: str) -> list[str]:
+    """The names a request's Host header may give (see the module docstring)."""
+    bound = f"[{host}]" if ":" in host else host
+    return list(dict.fromkeys([*LOOPBACK_NAMES, bound.lower()]))
+
+
 class Dashboard:
     """The HTTP server of one engine's dashboard (see the module docstring)."""
 
-    def __init__(self, telemetry: Telemetry, description: dict[str, Any], host: str, port: int) -> None:
+    def __init__(
+        self, telemetry: Telemetry, description: dict[str, Any], host: str, port: int, *, token: str | None = None
+    ) -> None:
         self.telemetry = telemetry
         self.description = description
         self.host = host
@@ -133,7 +196,11 @@ class Dashboard:
                 Route("/api/status", self._status),
                 Route("/api/graph.svg", self._graph),
                 Mount("/metrics", app=make_asgi_app(registry=telemetry.registry)),
-            ]
+            ],
+            middleware=[
+                Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
+                *([Middleware(_BearerToken, token=token)] if token is not None else []),
+            ],
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
@@ -189,9 +256,7 @@ class Dashboard:
             for policy, colour in POLICY_COLOURS.items()
         )
         page = resources.files("falkirk.runtime").joinpath("dashboard.html").read_text(encoding="utf-8")
-        page = page.replace("{{pipeline}}", html.escape(self.telemetry.pipeline))
-        page = page.replace("{{legend}}", legend).replace("{{drawing}}", drawing)
-        return HTMLResponse(page)
+        return HTMLResponse(fill(page, {"pipeline": html.escape(self.telemetry.pipeline), "legend": legend, "drawing": drawing}))
 
     def _drawing(self) -> str | None:
         if self._svg is None and self._svg_error is None:

@@ -30,6 +30,7 @@ from the earliest frontier (:mod:`falkirk.runtime.rollback`).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -112,6 +113,8 @@ class Engine:
         max_in_flight: int = 2,
         lease_timeout: float = 10.0,
         ui: str | None = None,
+        ui_token: str | None = None,
+        allow_remote: bool = False,
         replicas: int = 1,
         pair: str | None = None,
         pair_name: str | None = None,
@@ -173,7 +176,12 @@ class Engine:
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
         #: JSON status and Prometheus metrics, served while :meth:`run` runs.
-        self.ui = parse_address(ui) if ui is not None else None
+        #: A host other than the loopback needs ``ui_token=`` (a bearer token every
+        #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.runtime.dashboard`).
+        #: ``FALKIRK_UI_TOKEN`` gives the token when ``ui_token`` is not given.
+        ui_token = ui_token or os.environ.get("FALKIRK_UI_TOKEN") or None
+        self.ui = parse_address(ui, token=ui_token, allow_remote=allow_remote) if ui is not None else None
+        self._ui_token = ui_token
         self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
         self.observer = Observer(pipeline, self.telemetry)
         self.dashboard: Dashboard | None = None
@@ -233,7 +241,7 @@ class Engine:
         self._idle = (idle_timeout, poll_interval)
         self._finish = finish
         if self.ui is not None and self.telemetry is not None:
-            self.dashboard = Dashboard(self.telemetry, self.description, *self.ui)
+            self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
         try:
             return self._run_locked(max_epochs, standby, on_standby)
