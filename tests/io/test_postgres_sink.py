@@ -184,3 +184,16 @@ def test_two_pipelines_of_one_name_on_two_roots_never_share_a_transaction(spark:
     b.run()
     assert a.identity is not None and b.identity is not None
     assert a.identity != b.identity and str(a.identity).startswith("same.")
+
+
+def test_column_names_with_percent_signs_are_written(spark: SparkSession, postgres_server: PostgresServer) -> None:
+    # Issue 30, finding 8: a column named like a parameter failed the insert with a raw ProgrammingError.
+    sink, table = sink_for(postgres_server, key=("k%s",))
+    df = spark.createDataFrame([("a", 1)], "`k%s` string, `v%%` long")
+    sink.prepare(df.limit(0))
+    sink.pre_commit(df, 1)
+    sink.commit_upto(1)
+    assert rows(postgres_server.dsn, f'"{table}"') == [("a", 1, 1)]
+    sink.pre_commit(spark.createDataFrame([("a", 2)], "`k%s` string, `v%%` long"), 2)  # the upsert's update
+    sink.commit_upto(2)
+    assert rows(postgres_server.dsn, f'"{table}"') == [("a", 2, 2)]

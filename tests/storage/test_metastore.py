@@ -258,3 +258,16 @@ def test_a_schema_3_root_is_read_and_upgraded_with_its_rows_checked(tmp_path: Pa
     make(tmp_path / "bad", damaged=True)
     with pytest.raises(CorruptStorageError, match="message_logs"):
         MetaStore(tmp_path / "bad")
+
+
+def test_a_root_whose_name_holds_uri_characters_is_opened_read_only_where_it_is(tmp_path: Path) -> None:
+    # Issue 30, finding 8: the read-only URI was built unquoted, so root "qq?x" opened "qq" read-write.
+    (tmp_path / "qq").mkdir()
+    root = tmp_path / "qq?x#y"
+    MetaStore(root).close()
+    store = MetaStore(root, read_only=True)
+    try:
+        assert store.committed_epoch() is None
+    finally:
+        store.close()
+    assert list((tmp_path / "qq").iterdir()) == [], "nothing created beside the root"

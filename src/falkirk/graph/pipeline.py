@@ -48,7 +48,7 @@ from falkirk.graph.specs import (
 from falkirk.graph.stream import Stream
 from falkirk.graph.windows import WindowSpec
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class Pipeline:
         return region
 
     def _region_name(self, what: str, name: str) -> None:
-        if not _NAME.match(name) or name in self.loops or name in self.sequences:
+        if not _NAME.fullmatch(name) or name in self.loops or name in self.sequences:
             raise GraphError(f"{what} name {name!r}: use a new name of letters, digits and underscores")
         if self.checkpoints is not None:
             raise GraphError(
@@ -157,7 +157,7 @@ class Pipeline:
 
     def add(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None) -> Stream:
         """Add processor ``name`` (see :meth:`Stream.apply`)."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise GraphError(
                 f"processor name {name!r}: use letters, digits and underscores, starting with a letter"
             )

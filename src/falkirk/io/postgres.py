@@ -346,23 +346,30 @@ class PostgresSink:
         return psycopg.sql.Identifier(*self.table.split("."))
 
     def _insert(self, psycopg: Any, schema: T.StructType) -> Any:
+        """The epoch's INSERT (or upsert), with one ``%s`` parameter per column. A
+        ``%`` in a name is doubled: the statement is run with parameters, and the
+        driver reads ``%`` as the start of one (a column named ``a%sb`` would be)."""
         sql = psycopg.sql
+
+        def ident(*names: str) -> Any:
+            return sql.Identifier(*(n.replace("%", "%%") for n in names))
+
         names = [f.name for f in schema.fields]
         arrays = sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(_pg_type(f, self.table))) for f in schema.fields)
         insert = sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(
-            self._ident(psycopg), sql.SQL(", ").join(map(sql.Identifier, names)), arrays
+            ident(*self.table.split(".")), sql.SQL(", ").join(ident(n) for n in names), arrays
         )
         if self.mode == "append":
             return insert
         updates = [n for n in names if n not in self.key]
         action = (
             sql.SQL("DO UPDATE SET {}").format(
-                sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in updates)
+                sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(n)) for n in updates)
             )
             if updates
             else sql.SQL("DO NOTHING")
         )
-        return sql.SQL("{} ON CONFLICT ({}) {}").format(insert, sql.SQL(", ").join(map(sql.Identifier, self.key)), action)
+        return sql.SQL("{} ON CONFLICT ({}) {}").format(insert, sql.SQL(", ").join(ident(k) for k in self.key), action)
 
 
 def _pg_type(f: T.StructField, table: str) -> str:

@@ -23,7 +23,7 @@ from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile, is_uri, verify_files
 from falkirk.storage.metastore import MetaStore
 from falkirk.storage.published import PublishedMetadata
-from falkirk.storage.schema import DB_NAME
+from falkirk.storage.schema import DB_NAME, read_only_uri
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def snapshot_metadata(fs: FileSystem, root: str, into: Path) -> Path:
     source = Path(root) / DB_NAME
     if not source.exists():
         raise StorageError(f"{source} does not exist: nothing to catch up from")
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    src = sqlite3.connect(read_only_uri(source), uri=True)
     dst = sqlite3.connect(target)
     try:
         src.backup(dst)

@@ -47,6 +47,7 @@ from falkirk.storage.schema import (
     NO_ITERATION,
     SCHEMA_VERSION,
     column_tick,
+    read_only_uri,
     row_crc,
     tick_columns,
     with_crc,
@@ -169,7 +170,7 @@ class MetaStore:
         if read_only:
             if not self.path.exists():
                 raise StorageError(f"{self.path} does not exist: no pipeline has run on this storage root")
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None)
+            self._db = sqlite3.connect(read_only_uri(self.path), uri=True, isolation_level=None)
             self._check_version()
             self._check_structure()
             self._legacy = not has_column(self._db, "message_logs", "iteration")

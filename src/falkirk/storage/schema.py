@@ -15,9 +15,12 @@ its values (:func:`row_crc`).
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from falkirk.time import INF
 from falkirk.time.ticks import Tick
@@ -124,6 +127,12 @@ def column_tick(epoch: int, iteration: int) -> Tick:
     if iteration == NO_ITERATION:
         return epoch
     return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
+
+
+def read_only_uri(path: str | os.PathLike[str]) -> str:
+    """The SQLite URI that opens the database at ``path`` read-only, its path quoted
+    (a ``?`` or ``#`` in a directory's name is part of the path, not the URI's query)."""
+    return f"file:{quote(os.fspath(Path(path).absolute()))}?mode=ro"
 
 
 def row_crc(values: Sequence[Any]) -> int:
