@@ -20,7 +20,15 @@ import uuid
 from pathlib import Path
 
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
-from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile, is_uri, verify_files
+from falkirk.storage.filesystem import (
+    FileSystem,
+    LocalFileSystem,
+    StoredFile,
+    is_uri,
+    safe_relative,
+    verify_files,
+    within,
+)
 from falkirk.storage.metastore import MetaStore
 from falkirk.storage.published import PublishedMetadata
 from falkirk.storage.schema import DB_NAME, read_only_uri
@@ -92,7 +100,13 @@ def _copy_files(
     for f in files:
         if not f.path.startswith(src_root + "/"):
             continue  # a sink's table: shared by the pair
-        target = dst_fs.join(dst_root, f.path[len(src_root) + 1 :])
+        rel = f.path[len(src_root) + 1 :]
+        if not safe_relative(rel) or not within(src_fs, src_root, f.path):
+            raise CorruptStorageError(
+                f"the metadata of {src_root} names {f.path}, outside that root: it is not copied (nothing is read "
+                "or written outside the roots of a catch-up)"
+            )
+        target = dst_fs.join(dst_root, rel)
         if dst_fs.size(target) == f.size:
             try:
                 verify_files([StoredFile(target, f.size, f.sha256)], dst_fs)

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -73,6 +75,30 @@ def local_path(uri: str) -> str | None:
         slash = rest.find("/")
         rest = rest[slash:] if slash >= 0 else "/"
     return rest
+
+
+def within(fs: FileSystem, root: str, path: str) -> bool:
+    """Whether ``path`` lies inside the storage root ``root`` (strictly below it).
+    A local path is judged where it really is, symbolic links resolved (a link out
+    of the root leads outside); a URI path by its normalised spelling (``..``
+    never leads back in)."""
+    if isinstance(fs, LocalFileSystem):
+        real_root, real = os.path.realpath(root), os.path.realpath(path)
+        return real.startswith(real_root.rstrip("/") + "/")
+    if ".." in path.split("/"):
+        return False
+    scheme, _, rest = path.partition("://") if "://" in path else ("", "", path)
+    root_scheme, _, root_rest = root.partition("://") if "://" in root else ("", "", root)
+    if scheme != root_scheme:
+        return False
+    return posixpath.normpath(rest).startswith(posixpath.normpath(root_rest).rstrip("/") + "/")
+
+
+def safe_relative(rel: str) -> bool:
+    """Whether ``rel`` is a relative path that stays below where it is joined: not
+    absolute, no ``..`` (and no empty) component."""
+    parts = rel.split("/")
+    return bool(rel) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
 class FileSystem(Protocol):
@@ -152,9 +178,12 @@ class LocalFileSystem:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
     def children(self, path: str) -> list[tuple[str, bool]]:
+        """(path, is a directory) of each entry; a symbolic link is never a directory
+        here, whatever it points to (nothing walks out of the root through one)."""
         try:
-            return sorted((str(p), p.is_dir()) for p in Path(path).iterdir())
-        except FileNotFoundError:
+            with os.scandir(path) as entries:
+                return sorted((str(Path(path) / e.name), e.is_dir(follow_symlinks=False)) for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
             return []
 
     def make_durable(self, paths: Iterable[str]) -> list[StoredFile]:
@@ -180,11 +209,17 @@ class LocalFileSystem:
         return stored
 
     def delete(self, path: str) -> None:
-        p = Path(path)
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
+        """Delete a file, or a directory and what it holds; a symbolic link is
+        removed itself, never what it points to (nor anything below a link inside a
+        deleted directory)."""
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(path, ignore_errors=True)  # unlinks links inside; never follows them
         else:
-            p.unlink(missing_ok=True)
+            os.unlink(path)
 
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)

@@ -9,15 +9,17 @@ waits for the holder to die and then takes the lock.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
 
-from falkirk.storage.exceptions import StorageInUseError
+from falkirk.storage.exceptions import StorageError, StorageInUseError
 
 LOCK_NAME = "falkirk.lock"
 
@@ -36,7 +38,15 @@ class RootLock:
         if self._fd is not None:
             raise StorageInUseError(f"this process already holds the lock on {self.path.parent}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a symbolic link: the lock file is truncated and written below
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise StorageError(f"{self.path} is a symbolic link: the lock file must be a regular file of the root; remove the link") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise StorageError(f"{self.path} is not a regular file: the lock file must be one; remove it")
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -37,7 +37,13 @@ from typing import Any
 
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
-from falkirk.storage.filesystem import FileSystem, LocalFileSystem, StoredFile, is_uri
+from falkirk.storage.filesystem import (
+    FileSystem,
+    LocalFileSystem,
+    StoredFile,
+    is_uri,
+    safe_relative,
+)
 from falkirk.storage.full import Place, storage_full_error
 from falkirk.storage.schema import (
     _COLUMNS,
@@ -543,8 +549,17 @@ class MetaStore:
         return path
 
     def _absolute(self, path: str) -> str:
+        """A recorded path as the file system spells it: under the root for
+        ``@root/...`` (which must stay below it: no ``..``), else as recorded (a
+        sink's table lies outside the root)."""
         if path.startswith("@root/"):
-            return self.fs.join(self.root, path[len("@root/") :])
+            rel = path[len("@root/") :]
+            if not safe_relative(rel):
+                raise CorruptStorageError(
+                    f"metadata {self.path} names {path!r}, a file outside its storage root; it is not used. Restore "
+                    "the storage root from a backup, or start with a fresh one."
+                )
+            return self.fs.join(self.root, rel)
         return path
 
 
