@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from falkirk.runtime import garbage
-from falkirk.storage import CorruptStorageError, LocalFileSystem, MetaStore, RootLock, StorageError, StoredFile
+from falkirk.storage import (
+    CorruptStorageError,
+    LocalFileSystem,
+    MetaStore,
+    RootLock,
+    StorageError,
+    StoredFile,
+)
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import safe_relative, within
 from falkirk.storage.metastore import CommitBatch
