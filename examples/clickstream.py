@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from falkirk.demo.clickstream import build_pipeline
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         help="aligned barrier checkpoints of the whole pipeline every K epochs (Wallaroo) instead of per-processor policies",
     )
     parser.add_argument("--replicated", action="store_true", help="keep two copies of the state on different executors (a cluster of 2+ executors)")
-    parser.add_argument("--pair", metavar="DSN", help="PostgreSQL database shared with the other driver of a driver pair")
+    parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN, better: not on the command line)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")

@@ -2,6 +2,11 @@
 
     python examples/redis_to_postgres.py --redis URL --stream NAME --group GROUP --pg DSN --table TABLE --storage STATE [--idle-exit SECONDS]
 
+Credentials are better given in the environment than on the command line (which
+other users of the machine can read in ``/proc``): ``FALKIRK_REDIS_URL``,
+``FALKIRK_PG_DSN`` and ``FALKIRK_PAIR_DSN`` stand for ``--redis``, ``--pg`` and
+``--pair`` (an option given wins).
+
 Reads the entries of Redis stream NAME through consumer group GROUP. An entry needs
 fields ``user_id`` (a non-empty string) and ``amount`` (an integer, possibly
 negative); other entries go to the stream ``NAME:dead`` with their fields, their
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from falkirk.demo.redis_postgres import build_pipeline
@@ -30,15 +36,16 @@ from falkirk.runtime import Engine
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--redis", required=True, help="Redis URL, e.g. redis://127.0.0.1:6379/0")
+    redis_url, pg_dsn = os.environ.get("FALKIRK_REDIS_URL"), os.environ.get("FALKIRK_PG_DSN")
+    parser.add_argument("--redis", required=redis_url is None, default=redis_url, help="Redis URL, e.g. redis://127.0.0.1:6379/0 (or FALKIRK_REDIS_URL)")
     parser.add_argument("--stream", required=True, help="the stream to read")
     parser.add_argument("--group", required=True, help="the consumer group (this pipeline's own)")
-    parser.add_argument("--pg", required=True, help="PostgreSQL connection string")
+    parser.add_argument("--pg", required=pg_dsn is None, default=pg_dsn, help="PostgreSQL connection string (or FALKIRK_PG_DSN)")
     parser.add_argument("--table", required=True, help="the table of per-user totals")
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--idle-exit", type=float, default=5.0, help="exit after this many seconds without new entries")
     parser.add_argument("--max-entries", type=int, default=10_000, help="at most this many entries per epoch (default 10000)")
-    parser.add_argument("--pair", metavar="DSN", help="PostgreSQL database shared with the other driver of a driver pair")
+    parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN)")
     parser.add_argument("--pair-name", help="the driver pair's name (default: the pipeline's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")

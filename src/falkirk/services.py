@@ -1,10 +1,13 @@
 """Throw-away Redis and PostgreSQL servers on 127.0.0.1, for tests and demos.
 
 Each server runs from the Debian package's binaries (``scripts/bootstrap.sh``
-installs ``redis-server`` and ``postgresql``), on a free port, with its data in a
-temporary directory that is removed when it stops. PostgreSQL runs as the
-``postgres`` user when started by root (it refuses to run as root), accepts local
-connections without a password, and allows prepared transactions (two-phase commit).
+installs ``redis-server`` and ``postgresql``), on a free port of 127.0.0.1, with its
+data in a temporary directory (mode 0700) that is removed when it stops, and a random
+password made for it (``url`` and ``dsn`` carry it; it is never on a command line:
+other local users read those in ``/proc``). PostgreSQL runs as the ``postgres`` user
+when started by root (it refuses to run as root), checks passwords with
+``scram-sha-256``, and allows prepared transactions (two-phase commit); Redis asks
+for the password (``requirepass``).
 
     with RedisServer() as redis, PostgresServer() as pg:
         print(redis.url, pg.dsn)
@@ -19,6 +22,7 @@ import contextlib
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -78,7 +82,9 @@ class _Server:
 
     def __init__(self) -> None:
         self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"falkirk-{self.name}-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"falkirk-{self.name}-"))  # 0700
+        #: The password the server asks for (random, made for this server).
+        self.password = secrets.token_urlsafe(18)
         self.log = self.dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -111,14 +117,19 @@ class RedisServer(_Server):
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise ServiceError("redis-server is not installed: run scripts/bootstrap.sh (it installs Debian's redis-server)")
-        args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
-                "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"]
+        config = self.dir / "redis.conf"  # the password in a file of its own (0600), not on the command line
+        config.touch(mode=0o600)
+        config.write_text(
+            f"bind 127.0.0.1\nport {self.port}\ndir {self.dir}\nsave \"\"\nappendonly no\nprotected-mode yes\n"
+            f"daemonize no\nrequirepass {self.password}\n"
+        )
+        args = [binary, str(config)]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         _wait_for_port(self.port, self.proc, "redis-server", self.log)
@@ -135,8 +146,8 @@ def postgres_bin() -> Path | None:
 
 class PostgresServer(_Server):
     """A PostgreSQL cluster on 127.0.0.1:``port`` (user ``postgres``, database
-    ``postgres``, no password), ``max_prepared_transactions`` = ``prepared``;
-    ``dsn`` to connect."""
+    ``postgres``, password :attr:`password`, checked with ``scram-sha-256``),
+    ``max_prepared_transactions`` = ``prepared``; ``dsn`` to connect."""
 
     name = "postgres"
     stop_signal = signal.SIGINT  # "fast" shutdown: does not wait for clients to leave
@@ -147,7 +158,7 @@ class PostgresServer(_Server):
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres:{self.password}@127.0.0.1:{self.port}/postgres"
 
     def _as_postgres(self) -> tuple[list[str], dict[str, str]]:
         if os.geteuid() != 0:
@@ -166,10 +177,17 @@ class PostgresServer(_Server):
         data = self.dir / "data"
         if prefix:
             shutil.chown(self.dir, user="postgres", group="postgres")
+        pwfile = self.dir / "password"
+        pwfile.touch(mode=0o600)
+        pwfile.write_text(self.password + "\n")
+        if prefix:
+            shutil.chown(pwfile, user="postgres", group="postgres")
         init = subprocess.run(
-            [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
+             f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync"],
             capture_output=True,
         )
+        pwfile.unlink()
         if init.returncode != 0:
             raise ServiceError(f"initdb failed: {init.stderr.decode(errors='replace')[-1500:]}")
         self._launch(bin_dir, prefix, data, self.log)

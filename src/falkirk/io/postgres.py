@@ -131,6 +131,12 @@ class PostgresSink:
     #: pipelines that release epochs only every few commits (global checkpoints).
     needs_prompt_release: bool = field(default=False, init=False, repr=False)
 
+    def __repr__(self) -> str:
+        return (
+            f"PostgresSink(dsn={redact_dsn(self.dsn)!r}, table={self.table!r}, key={self.key!r}, mode={self.mode!r}, "
+            f"epoch_column={self.epoch_column!r})"
+        )
+
     def __post_init__(self) -> None:
         self.key = (self.key,) if isinstance(self.key, str) else tuple(self.key)
         if self.mode not in MODES:

@@ -42,6 +42,7 @@ from pyspark.sql import types as T
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.io.exceptions import InputChangedError, SinkError, SourceError
+from falkirk.redact import redact_url
 from falkirk.storage import StoredFile
 
 SCHEMA = T.StructType(
@@ -102,6 +103,12 @@ class RedisStreamSource:
         if self.max_entries < 1:
             raise GraphError(f"RedisStreamSource({self.stream!r}): max_entries must be >= 1")
 
+    def __repr__(self) -> str:
+        return (
+            f"RedisStreamSource(url={redact_url(self.url)!r}, stream={self.stream!r}, group={self.group!r}, "
+            f"consumer={self.consumer!r}, max_entries={self.max_entries}, start={self.start!r}, trim={self.trim})"
+        )
+
     def struct(self, spark: SparkSession) -> T.StructType:
         return SCHEMA
 
@@ -115,7 +122,7 @@ class RedisStreamSource:
                 r.xgroup_create(self.stream, self.group, id=self.start, mkstream=True)
             except Exception as exc:
                 if "BUSYGROUP" not in str(exc):
-                    raise SourceError(f"RedisStreamSource({self.stream!r}) at {self.url}: cannot create group {self.group!r}: {exc}") from exc
+                    raise SourceError(f"RedisStreamSource({self.stream!r}) at {redact_url(self.url)}: cannot create group {self.group!r}: {exc}") from exc
         else:
             try:
                 groups = {_text(g["name"]) for g in r.xinfo_groups(self.stream)}
@@ -261,6 +268,9 @@ class RedisStreamSink:
     stream: str
     #: Epochs are written in order (the engine waits for the previous epoch's write).
     ordered = True
+
+    def __repr__(self) -> str:
+        return f"RedisStreamSink(url={redact_url(self.url)!r}, stream={self.stream!r})"
 
     def prepare(self, empty: DataFrame) -> None:
         missing = [c for c in ("id", "fields", "reason") if c not in empty.columns]
