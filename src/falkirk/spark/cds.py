@@ -15,7 +15,9 @@ Sessions then start with ``-XX:SharedArchiveFile`` (:func:`java_options`). The J
 against its own version and class path and ignores it when they differ; a
 missing archive only costs the time it would have saved. ``FALKIRK_CDS=0`` turns it
 off. The archive lives under ``$FALKIRK_CACHE`` (default ``~/.cache/falkirk``),
-keyed by the PySpark installation and the Java runtime.
+keyed by the PySpark installation and the Java runtime, and used only when it is this
+user's and nobody else can write it (:func:`falkirk.storage.permissions.trusted`):
+otherwise it is ignored, and ``falkirk warm-up`` builds it again.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import os
 import shutil
 import sys
 from pathlib import Path
+
+from falkirk.storage.permissions import cache_dir, trusted
 
 #: JVM options that keep the JVM quiet about an archive it cannot use.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -48,8 +52,7 @@ def archive_path() -> Path:
 
     key = "\n".join([pyspark.__version__, str(Path(pyspark.__file__).resolve().parent), _java_home(), sys.executable])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("FALKIRK_CACHE", Path.home() / ".cache" / "falkirk"))
-    return cache / "cds" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return cache_dir("cds") / f"spark-{pyspark.__version__}-{digest}.jsa"
 
 
 def java_options() -> str:
@@ -57,4 +60,4 @@ def java_options() -> str:
     if not enabled():
         return ""
     path = archive_path()
-    return f"-XX:SharedArchiveFile={path} {QUIET}" if path.is_file() else ""
+    return f"-XX:SharedArchiveFile={path} {QUIET}" if trusted(path) else ""

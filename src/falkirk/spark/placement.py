@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 import pyspark
 
 from falkirk.exceptions import FalkirkError
+from falkirk.storage.permissions import cache_dir, trusted
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +59,10 @@ def placement_jar() -> Path:
     :class:`PlacementError` saying why it cannot be)."""
     source = SOURCE.read_bytes()
     tag = hashlib.sha256(source + pyspark.__version__.encode() + b"release17").hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "falkirk" / "jars"
+    cache = cache_dir("jars")
     jar = cache / f"falkirk-placement-{tag}.jar"
-    if jar.exists():
-        return jar
+    if trusted(jar):
+        return jar  # (one someone else could have written goes on no class path: built again)
     javac = shutil.which("javac")
     if javac is None:
         raise PlacementError("chained declustering needs javac (a JDK: apt-get install openjdk-17-jdk-headless) to build its placement class")
@@ -72,7 +73,6 @@ def placement_jar() -> Path:
         )
         if done.returncode != 0:
             raise PlacementError(f"building the chained-declustering class failed: {done.stderr.strip()[-2000:]}")
-        cache.mkdir(parents=True, exist_ok=True)
         staged = cache / f".{jar.name}.{os.getpid()}"
         with zipfile.ZipFile(staged, "w") as out:
             for path in sorted(Path(scratch).rglob("*.class")):

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from falkirk.storage.exceptions import StorageError, StorageInUseError
+from falkirk.storage.permissions import file_mode, private_dir
 
 LOCK_NAME = "falkirk.lock"
 
@@ -37,9 +38,9 @@ class RootLock:
         otherwise raise :class:`StorageInUseError` saying who holds it."""
         if self._fd is not None:
             raise StorageInUseError(f"this process already holds the lock on {self.path.parent}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         try:  # never through a symbolic link: the lock file is truncated and written below
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, file_mode())
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise

@@ -45,6 +45,7 @@ from falkirk.storage.filesystem import (
     safe_relative,
 )
 from falkirk.storage.full import Place, storage_full_error
+from falkirk.storage.permissions import private_dir, restrict
 from falkirk.storage.schema import (
     _COLUMNS,
     _SCHEMA,
@@ -181,9 +182,11 @@ class MetaStore:
             self._check_structure()
             self._legacy = not has_column(self._db, "message_logs", "iteration")
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fresh = not self.path.exists()
         self._db = sqlite3.connect(self.path, isolation_level=None)
+        if fresh:
+            restrict(self.path)  # its -wal and -shm take its mode
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         # Keep the write-ahead log small: a checkpoint every ~100 pages, and the log

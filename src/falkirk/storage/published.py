@@ -53,6 +53,7 @@ from pathlib import Path
 
 from falkirk.storage.exceptions import CorruptStorageError, StorageInUseError
 from falkirk.storage.filesystem import FileSystem
+from falkirk.storage.permissions import cache_dir, private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +68,9 @@ TRAILER = len(MAGIC) + 32
 
 def default_metadata_dir(root: str) -> Path:
     """Where a driver works on the metadata of remote ``root`` unless told otherwise:
-    ``$XDG_CACHE_HOME/falkirk/<hash of the URI>`` (``~/.cache`` by default). Only a
-    cache: the published copies in the root are the truth."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "falkirk" / hashlib.sha256(root.encode()).hexdigest()[:16]
+    ``<Falkirk's cache>/<hash of the URI>`` (see :mod:`falkirk.storage.permissions`).
+    Only a cache: the published copies in the root are the truth."""
+    return cache_dir() / hashlib.sha256(root.encode()).hexdigest()[:16]
 
 
 def host_name() -> str:
@@ -257,7 +257,7 @@ class PublishedMetadata:
         """Replace the local working copy by the newest published copy (or remove it
         when nothing was published yet); a damaged copy raises
         :class:`CorruptStorageError`."""
-        self.local_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.local_dir)
         local = self.local_dir / self.db_name
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{local}{suffix}").unlink(missing_ok=True)
