@@ -50,8 +50,15 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,spark,services]"
+# Every package from the hashed lock (requirements/lock.txt: the test and bench
+# environment, each file's SHA-256 checked), pip and setuptools first (the versions
+# ensurepip seeds are old: setuptools 65.5 has CVE-2024-6345 and CVE-2025-47273);
+# then Falkirk itself, without resolving anything more. scripts/lock.sh remakes the
+# lock when a pin in pyproject.toml moves; scripts/audit.sh audits it.
+pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+"${pip[@]}" --require-hashes -r requirements/tools.txt
+"${pip[@]}" --require-hashes -r requirements/lock.txt
+"${pip[@]}" --no-deps --no-build-isolation -e .
 # A class-data sharing archive for the driver JVM (once; ~30 s): Spark sessions start
 # ~3 s faster, and so does recovery. Falkirk works without it.
 .venv/bin/falkirk warm-up

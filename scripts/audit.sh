@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Audits the locked environment (requirements/lock.txt and tools.txt) with pip-audit
+# against the Python Packaging Advisory Database (PyPI's vulnerability service).
+# Prints one line per known vulnerability and exits non-zero if there is one; the
+# README's "Security" section records the last result and its date.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools=$(mktemp -d)
+trap 'rm -rf "$tools"' EXIT
+python3 -m venv "$tools"
+"$tools/bin/pip" install -q pip-audit
+for lock in requirements/lock.txt requirements/tools.txt; do
+  echo "== pip-audit $lock ($(date -u +%Y-%m-%d)) =="
+  "$tools/bin/pip-audit" --require-hashes --disable-pip --vulnerability-service pypi -r "$lock"
+done
