@@ -87,7 +87,9 @@ def test_a_retried_pre_commit_of_a_prepared_epoch_writes_nothing_twice(spark: Sp
 def test_a_late_write_of_a_committed_epoch_writes_nothing(spark: SparkSession, postgres_server: PostgresServer) -> None:
     """A Spark task of a killed driver that runs on after another driver wrote and
     committed its epoch (a restart; a driver pair's take-over) finds the epoch's mark
-    and adds nothing; a fresh root's start (abort_after(0)) forgets the marks."""
+    and adds nothing; so does a rollback's replay of an epoch committed before (a root
+    restored from an older backup: abort_after keeps committed marks). A fresh root
+    has an identity of its own, whose marks are its own."""
     sink, table = sink_for(postgres_server, mode="append")
     df = spark.createDataFrame([("a", 1)], "k string, v long")
     sink.prepare(df.limit(0))
@@ -97,7 +99,12 @@ def test_a_late_write_of_a_committed_epoch_writes_nothing(spark: SparkSession, p
     assert sink.prepared() == []
     sink.commit_upto(1)
     assert rows(postgres_server.dsn, table) == [("a", 1, 1)]
-    sink.abort_after(0)  # a new run on a fresh root writes its epoch 1 again
+    sink.abort_after(0)  # a restored older backup replays epoch 1: written already
+    sink.pre_commit(df, 1)
+    sink.commit_upto(1)
+    assert rows(postgres_server.dsn, table) == [("a", 1, 1)]
+    sink.bind("p.another-root", table)  # a new root (its own identity) writes its epoch 1
+    sink.abort_after(0)
     sink.pre_commit(df, 1)
     sink.commit_upto(1)
     assert rows(postgres_server.dsn, table) == [("a", 1, 1), ("a", 1, 1)]

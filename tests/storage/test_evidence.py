@@ -11,7 +11,7 @@ import pytest
 
 from falkirk.cli import main as cli
 from falkirk.storage import CorruptStorageError, LocalFileSystem, MetaStore
-from falkirk.storage.evidence import check_metadata, committed_evidence
+from falkirk.storage.evidence import COMMITTED_MARK, check_metadata, committed_evidence
 from falkirk.storage.metastore import CommitBatch
 
 
@@ -40,6 +40,8 @@ def test_a_wal_counts_only_once_it_holds_a_committed_epoch(tmp_path: Path) -> No
     store.close()
     keep.close()
     (tmp_path / "meta.sqlite").unlink(missing_ok=True)
+    assert (tmp_path / COMMITTED_MARK).exists(), "left at the first committed epoch"
+    (tmp_path / COMMITTED_MARK).unlink()  # the log alone, here
     (tmp_path / "meta.sqlite-wal").write_bytes(wal)
     assert committed_evidence(LocalFileSystem(), str(tmp_path), tmp_path) == [], "a run that never committed an epoch"
     (tmp_path / "meta.sqlite-wal").write_bytes(committed)
@@ -72,3 +74,27 @@ def test_a_root_that_lost_its_metadata_is_refused_and_left_as_it_is(spark, tmp_p
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out"), output)
     assert cli(["status", str(root)]) == 2
     assert "Restore the metadata from a backup" in capsys.readouterr().err
+
+
+def test_a_root_without_checkpoints_or_logs_is_known_by_its_mark(tmp_path: Path) -> None:
+    """Review: a stateless pipeline's root holds only meta.sqlite and the lock; lost,
+    it was started afresh and wrote every epoch again."""
+    store = MetaStore(tmp_path)
+    store.commit(CommitBatch(epoch=1))
+    store.close()
+    (tmp_path / "meta.sqlite").unlink()
+    with pytest.raises(CorruptStorageError, match=r"falkirk\.committed says it committed epochs"):
+        check(tmp_path)
+
+
+def test_a_database_left_without_its_log_counts_as_empty(tmp_path: Path) -> None:
+    """Review: killed before SQLite copied its log in, meta.sqlite is a header only;
+    with the log removed it held no table and was taken for a new root."""
+    keep = sqlite3.connect(tmp_path / "meta.sqlite")
+    keep.execute("PRAGMA journal_mode=WAL")  # the header, as a new store writes it
+    keep.close()
+    (tmp_path / "checkpoints" / "stats" / "w1").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "stats" / "w1" / "part-0.parquet").write_bytes(b"x")
+    assert (tmp_path / "meta.sqlite").stat().st_size > 0
+    with pytest.raises(CorruptStorageError, match="no table: its write-ahead log is gone"):
+        check(tmp_path)

@@ -39,8 +39,9 @@ its id into ``falkirk_sink_epochs`` (created on first use, in the sink's databas
 write of an epoch that was committed before - a Spark task of a killed driver that
 runs on after another driver (a restart, a pair's other member) wrote the epoch -
 finds the id there and writes nothing. Ids of the last :data:`KEPT_EPOCHS` epochs
-of a sink are kept; a start on a fresh storage root (nothing committed) forgets the
-sink's ids, as it rolls back what the sink had prepared.
+of a sink are kept, also across a rollback: a root restored from an older backup
+replays epochs its original committed later, and their marks keep it from writing
+them twice (a new root has an identity of its own, so no marks).
 
 **One driver per root.** While it runs, a driver holds a lease on the sink's database
 keyed by the root's identity (a session-level advisory lock, dropped by the server
@@ -274,11 +275,11 @@ class PostgresSink:
 
     def abort_after(self, epoch: int) -> None:
         """``ROLLBACK PREPARED`` every prepared epoch after ``epoch`` (their marks go
-        with them), and forget committed marks after it (a fresh root's start: what
-        an earlier run of this pipeline wrote is not this run's)."""
+        with them). Marks of committed epochs stay: an epoch committed under this
+        identity after ``epoch`` (a root restored from an older backup replays what
+        its original committed since) is never written again."""
         self._check_lease()
         self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
-        self._forget_marks("epoch > %s", epoch)
 
     def _forget_marks(self, condition: str, epoch: int) -> None:
         psycopg = _psycopg()

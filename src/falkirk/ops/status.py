@@ -294,9 +294,10 @@ def _render_in_doubt(report: dict[str, Any]) -> list[str]:
         )
         for other, epochs in doubt["others"].items():
             lines.append(
-                f"  epochs {epochs} are in doubt under another identity, {other}: if this root ran under it (an "
-                f"older Falkirk named transactions after the root's path), `falkirk resolve {report['storage']} "
-                f"--identity {other}` resolves them"
+                f"  epochs {epochs} are in doubt under another identity of this pipeline, {other}: another "
+                "root's (its next run resolves them), or this root's under an older Falkirk, which named "
+                f"transactions after the root's path; then `falkirk resolve {report['storage']} --identity {other}` "
+                "resolves them (it refuses transactions that wrote another table, or whose driver runs)"
             )
     return ["", *lines] if lines else []
 

@@ -207,10 +207,13 @@ def resolve(storage: str, old: str, dsns: dict[str, str] | None = None, *, dry_r
         done: list[Resolution] = []
         for target in targets(description, dsns):
             mine = transaction_prefix(identity.value, target.sink)
+            table = str(description["processors"][target.sink]["target"]["table"])
             with _connected(target) as conn:
+                _refuse_if_running(conn, old, target)
                 for who, sink, epoch, name in _prepared(conn):
                     if who != old or sink != target.sink:
                         continue
+                    _refuse_if_another_table(conn, name, table, target)
                     again = conn.execute(
                         "SELECT 1 FROM pg_prepared_xacts WHERE gid = %s UNION ALL SELECT 1 FROM "
                         "falkirk_sink_epochs WHERE prefix = %s AND epoch = %s",
@@ -229,6 +232,44 @@ def resolve(storage: str, old: str, dsns: dict[str, str] | None = None, *, dry_r
                         conn.execute(sql.SQL(verb + " {}").format(sql.Literal(name)))
                     done.append(Resolution(target.sink, name, epoch, verb, why))
         return done
+
+
+def _refuse_if_running(conn: Any, identity: str, target: Target) -> None:
+    """Refuse while a driver of ``identity`` runs against the sink's database (it
+    holds its lease there): its transactions are its own to resolve."""
+    key = lease_key(transaction_prefix(identity, target.sink))
+    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        raise IdentityError(
+            f"a driver of identity {identity} is running against sink {target.sink!r} ({target.where}): its "
+            "transactions are its own; nothing was resolved"
+        )
+    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _refuse_if_another_table(conn: Any, name: str, table: str, target: Target) -> None:
+    """Refuse a transaction that writes another table than this root's sink does:
+    it belongs to another root of the same pipeline (the locks a prepared
+    transaction holds name the tables it wrote)."""
+    written = {
+        (schema, relation)
+        for schema, relation in conn.execute(
+            "SELECT DISTINCT n.nspname, c.relname FROM pg_prepared_xacts p "
+            "JOIN pg_locks x ON x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL "
+            "JOIN pg_locks l ON l.virtualtransaction = x.virtualtransaction AND l.locktype = 'relation' AND l.pid IS NULL "
+            "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE p.gid = %s AND p.database = current_database() AND c.relkind IN ('r', 'p') "
+            "AND c.relname <> 'falkirk_sink_epochs'",
+            (name,),
+        ).fetchall()
+    }
+    schema, _, relation = table.rpartition(".")
+    current = str(conn.execute("SELECT current_schema()").fetchone()[0])
+    if written != {(schema or current, relation)}:
+        tables = ", ".join(sorted(f"{s}.{r}" for s, r in written)) or "no table"
+        raise IdentityError(
+            f"transaction {name} wrote {tables}, not sink {target.sink!r}'s table {table}: it belongs to another "
+            "root of this pipeline, and that root's next run resolves it; nothing was resolved"
+        )
 
 
 def fork(storage: str, dsns: dict[str, str] | None = None) -> tuple[RootIdentity | None, RootIdentity]:

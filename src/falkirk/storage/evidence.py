@@ -9,7 +9,13 @@ a commit could have referenced:
 
 * checkpoint or log files (``checkpoints/``, ``logs/``);
 * published copies of the metadata (``_meta/meta-*.sqlite``, a Hadoop-URI root);
-* a write-ahead log (``meta.sqlite-wal``) that holds a committed epoch.
+* a write-ahead log (``meta.sqlite-wal``) that holds a committed epoch;
+* the mark ``falkirk.committed`` the metadata store leaves beside the database at a
+  root's first committed epoch (a root whose pipeline keeps no checkpoints or logs
+  has nothing else to show).
+
+A database file that holds no table (its header only: what is left when its
+write-ahead log is lost before SQLite copied it in) counts as empty.
 
 A lock file, empty folders or the write-ahead log of a run that never committed an
 epoch are no evidence: such a root is new. With evidence, the start is refused with a
@@ -19,11 +25,15 @@ recover; nothing in the root is changed.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from falkirk.storage.exceptions import CorruptStorageError
 from falkirk.storage.filesystem import FileSystem
-from falkirk.storage.schema import DB_NAME
+from falkirk.storage.schema import DB_NAME, read_only_uri
+
+#: Left beside the metadata database at a root's first committed epoch.
+COMMITTED_MARK = "falkirk.committed"
 
 #: The areas of a root that hold only files a commit names (see runtime.garbage).
 DATA_AREAS = ("checkpoints", "logs")
@@ -74,7 +84,22 @@ def committed_evidence(fs: FileSystem, root: str, meta_dir: Path | None) -> list
         wal = meta_dir / f"{DB_NAME}-wal"
         if wal.exists() and _wal_holds_commits(wal):
             found.append(f"{wal.name} holds committed epochs")
+        if (meta_dir / COMMITTED_MARK).exists():
+            found.append(f"{COMMITTED_MARK} says it committed epochs")
     return found
+
+
+def _holds_no_table(db: Path) -> bool:
+    """Whether the database at ``db`` is a header without any table (unreadable:
+    False, so that opening it reports the damage)."""
+    try:
+        conn = sqlite3.connect(read_only_uri(db), uri=True)
+        try:
+            return bool(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
 
 
 def check_metadata(fs: FileSystem, root: str, meta_dir: Path, *, local: bool) -> None:
@@ -87,12 +112,12 @@ def check_metadata(fs: FileSystem, root: str, meta_dir: Path, *, local: bool) ->
         size = db.stat().st_size
     except FileNotFoundError:
         size = None
-    if size:
+    if size and not _holds_no_table(db):
         return
     evidence = committed_evidence(fs, root, meta_dir if local else None)
     if not evidence:
         return
-    state = "missing" if size is None else "empty (0 bytes)"
+    state = "missing" if size is None else "empty (0 bytes)" if not size else "empty (no table: its write-ahead log is gone)"
     where = str(db) if local else f"{root} (no published copy in {fs.join(root, '_meta')})"
     raise CorruptStorageError(
         f"the metadata of storage root {root} is {state}: {where}, although the root shows that a pipeline "

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
+from falkirk.storage.evidence import COMMITTED_MARK
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import (
     FileSystem,
@@ -164,6 +165,7 @@ class MetaStore:
         self._on_commit = on_commit
         self.root = (root or str(Path(directory).absolute())).rstrip("/")
         self.path = Path(directory) / DB_NAME
+        self._marked = False
         try:
             with self._full_disk():
                 self._open(read_only)
@@ -294,7 +296,20 @@ class MetaStore:
                     self._db.execute("ROLLBACK")
                 raise
         self._committed()
+        if batch.epoch is not None and not self._marked:
+            self._mark_committed()
         return forgotten
+
+    def _mark_committed(self) -> None:
+        """Leave :data:`~falkirk.storage.evidence.COMMITTED_MARK` beside the database
+        (once): a root that lost its database is then refused, not started afresh,
+        even when it holds no checkpoint or log (:mod:`falkirk.storage.evidence`)."""
+        mark = self.path.parent / COMMITTED_MARK
+        if not mark.exists():
+            with self._full_disk():
+                mark.write_text("a pipeline committed epochs in this storage root; its metadata is meta.sqlite\n")
+                LocalFileSystem().make_durable([str(mark)])
+        self._marked = True
 
     def _extend_sink_ranges(self, commits: Sequence[tuple[str, int]]) -> None:
         """Widen each sink's committed range by the epochs just committed (in the
