@@ -192,6 +192,29 @@ def test_a_refused_start_leaves_the_root_to_finish_exactly(spark: SparkSession, 
     assert written(out) == expected(directory)
 
 
+def test_a_root_without_recorded_signatures_refuses_a_changed_state_layout(spark: SparkSession, tmp_path: Path) -> None:
+    """A root written before signatures were recorded (its description has no
+    ``state``): the restore compares the checkpoint files' own columns with the
+    state's, so ``sx`` turned from a sum into a max is refused, not continued from
+    nulls; nothing is recorded, and the pipeline as it was finishes exactly."""
+    directory, out, root = tmp_path / "in", tmp_path / "out", tmp_path / "state"
+    add_files(directory, range(1, 5))
+    Engine(stats_only(directory, out, LAZY), root, spark=spark).run()
+    store = MetaStore(root)
+    description = store.description()
+    assert description is not None
+    for processor in description["processors"].values():
+        processor.pop("state", None)
+    store.describe("changes", description)
+    store.close()
+    add_files(directory, range(5, 8))
+    with pytest.raises(PipelineChangedError, match=r"processor 'stats' \(aggregate\): the rows stored in .* column 'sx__max' \(bigint\) is not in it"):
+        Engine(stats_only(directory, out, LAZY, {"n": ("count", None), "sx": ("max", "x")}), root, spark=spark).run()
+    assert MetaStore(root, read_only=True).description() == description  # nothing recorded
+    assert Engine(stats_only(directory, out, LAZY), root, spark=spark).run().epochs == [4, 5, 6, 7]
+    assert written(out) == expected(directory)
+
+
 def test_a_root_with_nothing_committed_may_change_anything(spark: SparkSession, tmp_path: Path) -> None:
     directory, out, root = tmp_path / "in", tmp_path / "out", tmp_path / "state"
     add_files(directory, range(1, 4))
@@ -221,3 +244,66 @@ def test_a_policy_change_the_state_survives_is_allowed_and_exact(spark: SparkSes
         last += new
         Engine(stats_only(directory, out, policy), root, spark=spark).run()
         assert written(out) == expected(directory), policy
+
+
+def two_keyed(directory: Path, out: Path, totals: Path, stats: Policy | GlobalCheckpoints, tot: Policy | None) -> Pipeline:
+    """``stats`` as in :func:`stats_only`, then ``tot``: per key, the greatest ``sx``
+    ``stats`` emitted and how many epochs emitted it (each with its own policy, or
+    both under global checkpoints)."""
+    glob = stats if isinstance(stats, GlobalCheckpoints) else None
+    p = Pipeline("changes", checkpoints=glob)
+    by_k = p.source("src", FileSource(str(directory), "json", SCHEMA)).exchange("by_k", "k")
+    emitted = by_k.aggregate("stats", "k", AGGREGATES, policy=None if glob else stats)  # type: ignore[arg-type]
+    emitted.sink("out", ParquetTableSink(str(out)))
+    tot_aggregates = {"m": ("max", "sx"), "c": ("count", None)}
+    emitted.map("keep", lambda df: df.select("k", "sx")).aggregate("tot", "k", tot_aggregates, policy=tot).sink(
+        "totals", ParquetTableSink(str(totals))
+    )
+    return p
+
+
+def test_processors_at_different_restore_points_move_to_global_checkpoints_and_back(spark: SparkSession, tmp_path: Path) -> None:
+    """``stats`` checkpoints every epoch, ``tot`` every third: after 5 epochs they
+    stand at 5 and 3. Under global checkpoints the restart runs epochs 4-5 for
+    ``tot`` alone, so no barrier may fall there; the first follows epoch 5. Both
+    sinks exact after each move."""
+    directory, out, totals, root = tmp_path / "in", tmp_path / "out", tmp_path / "totals", tmp_path / "state"
+    moves: list[tuple[Policy | GlobalCheckpoints, Policy | None]] = [
+        (EagerCheckpoint(), LAZY), (GLOBAL, None), (EagerCheckpoint(), LAZY)
+    ]
+    for n, (stats, tot) in enumerate(moves):
+        add_files(directory, range(1, 6) if n == 0 else range(4 + 2 * n, 6 + 2 * n))
+        Engine(two_keyed(directory, out, totals, stats, tot), root, spark=spark).run()
+        assert written(out) == expected(directory), n
+        greatest: dict[str, int] = {}
+        seen: dict[str, int] = {}
+        want = []
+        for k, _, sx, epoch in sorted(expected(directory), key=lambda row: row[3]):
+            greatest[k] = max(greatest.get(k, sx), sx)
+            seen[k] = seen.get(k, 0) + 1
+            want.append((k, greatest[k], seen[k], epoch))
+        got = sorted((r.k, int(r.m), int(r.c), int(r.epoch)) for r in pd.read_parquet(totals).itertuples())
+        assert got == sorted(want), n
+
+
+def test_a_changed_column_type_upstream_of_an_input_log_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    """FullHistory's state is the log of its input: ``x`` cast to int upstream would
+    be replayed from a log of bigints. Refused, naming the column; nothing recorded."""
+    directory, out, root = tmp_path / "in", tmp_path / "out", tmp_path / "state"
+
+    def pipeline(cast: bool) -> Pipeline:
+        p = Pipeline("changes")
+        rows = p.source("src", FileSource(str(directory), "json", SCHEMA))
+        rows = rows.map("typed", (lambda df: df.withColumn("x", df.x.cast("int"))) if cast else (lambda df: df))
+        rows.exchange("by_k", "k").aggregate("stats", "k", AGGREGATES, policy=FullHistory()).sink("out", ParquetTableSink(str(out)))
+        return p
+
+    add_files(directory, range(1, 4))
+    Engine(pipeline(cast=False), root, spark=spark).run()
+    description = MetaStore(root, read_only=True).description()
+    add_files(directory, range(4, 6))
+    with pytest.raises(PipelineChangedError, match=r"column 'x' is bigint there, int now"):
+        Engine(pipeline(cast=True), root, spark=spark).run()
+    assert MetaStore(root, read_only=True).description() == description
+    assert Engine(pipeline(cast=False), root, spark=spark).run().epochs == [4, 5]
+    assert written(out) == expected(directory)

@@ -77,6 +77,16 @@ def test_replayed_offsets_keep_the_first_assignment(tmp_path: Path) -> None:
     assert store.offsets("src") == {1: ["a.csv"]}
 
 
+def test_a_root_with_planned_offsets_only_has_commits_but_no_state_or_output(tmp_path: Path) -> None:
+    store = MetaStore(tmp_path)
+    assert not store.has_commits()
+    store.commit(CommitBatch(offsets=[("src", 1, ["a.csv"])]))
+    assert store.has_commits()  # not a new root: its epochs read those files again
+    assert not store.has_commits(planned=False)  # a changed pipeline may run them
+    store.commit(CommitBatch(epoch=1))
+    assert store.has_commits(planned=False)
+
+
 def test_forget_returns_the_files_to_delete(tmp_path: Path) -> None:
     store = MetaStore(tmp_path)
     files = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "s.parquet")])

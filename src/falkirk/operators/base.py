@@ -152,6 +152,11 @@ class Operator:
         commits (they are written while later epochs go on)."""
         raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to checkpoint")
 
+    @property
+    def owner(self) -> str:
+        """How errors about this operator's stored state name it."""
+        return f"processor {self.name!r} ({self.processor.kind})"
+
     def chain_kind(self, epoch: int, base: bool) -> str:
         """How the checkpoint of ``epoch`` just taken is recorded in the chain:
         ``base`` (restorable alone) or ``delta`` (needs the base before it); an

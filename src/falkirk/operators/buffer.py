@@ -22,6 +22,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import BufferSpec
 from falkirk.operators.base import Chain, Operator, Step, state_columns
+from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise
 
@@ -79,6 +80,7 @@ class BufferOperator(Operator):
         usable = [c for c in chain if c[0] <= epoch]
         bases = [i for i, c in enumerate(usable) if c[1] == "base"]
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs] if bases else []
+        check_stored_schema(self.spark, files, self.file_schema, self.owner)
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
         self.reset()
         with self._lock:

@@ -51,6 +51,7 @@ from falkirk.operators.window_frames import (
     check_signature,
 )
 from falkirk.recovery.extent import Extent, extent_kind, extent_start
+from falkirk.spark.files import check_stored_schema
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
 
@@ -169,6 +170,7 @@ class CecLog:
         start = extent_start(at[0])
         assert start is not None
         paths = [f.path for t, _, files in chain if start <= t <= epoch for f in files]
+        check_stored_schema(self.spark, paths, self.schema, "a window processor's CEC log")
         rows = self.spark.read.schema(self.schema).parquet(*paths)
         damaged = rows.filter(F.col("fingerprint") != self._fingerprint()).count()
         if damaged:

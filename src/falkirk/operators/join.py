@@ -30,6 +30,7 @@ from falkirk.graph import GraphError
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import JoinSpec
 from falkirk.operators.base import Chain, Operator, Step, require, state_columns
+from falkirk.spark.files import check_stored_schema
 from falkirk.spark.materialise import materialise
 from falkirk.spark.rows import ARRIVED, KeyedRows, chain_files
 
@@ -180,7 +181,9 @@ class JoinOperator(Operator):
         )
 
     def restore(self, chain: Chain, epoch: int) -> None:
-        rows = self.spark.read.schema(self.file_schema()).parquet(*chain_files(chain, epoch))
+        files = chain_files(chain, epoch)
+        check_stored_schema(self.spark, files, self.file_schema(), self.owner)
+        rows = self.spark.read.schema(self.file_schema()).parquet(*files)
         for side, state, cols in (("l", self.left, self.left_cols), ("r", self.right, self.right_cols)):
             mine = rows.filter(F.col(SIDE) == side).select(
                 *self.on, *[F.col(side).getField(c).alias(c) for c in cols], EARLY, ARRIVED

@@ -20,7 +20,7 @@ class KeyedOperator(Operator):
         return self.state.checkpoint(epoch, base)
 
     def restore(self, chain: Chain, epoch: int) -> None:
-        self.state.restore(chain, epoch)
+        self.state.restore(chain, epoch, self.owner)
 
     def revert(self, epoch: int, checkpointed: int) -> bool:
         """Its state is its :class:`KeyedState` alone (subclasses holding more say

@@ -260,7 +260,7 @@ class WindowOperator(KeyedOperator):
         if self.log is not None:
             self.watermark, self.closed_at, self.max_time = self.log.restore(chain, epoch)
         else:
-            self.state.restore(chain, epoch)
+            self.state.restore(chain, epoch, self.owner)
             self.watermark, self.closed_at, self.max_time = self._restored_meta(chain, epoch)
         self.metrics["restore_seconds"] = time.perf_counter() - started
 

@@ -18,16 +18,23 @@ class BarrierClock:
         self.checkpoints = checkpoints
         #: The epoch of the last committed barrier.
         self.last = 0
+        #: Epochs up to this one are replayed by some processors only (those that
+        #: stood before it after a recovery): no barrier can fall there.
+        self.partial_until = 0
         self._planned_at = 0.0
 
-    def start(self, epoch: int) -> None:
-        """Every processor stands at ``epoch``, the last barrier (after any recovery)."""
+    def start(self, epoch: int, ahead: int | None = None) -> None:
+        """After a recovery: every processor stands at ``epoch`` or later, the last
+        barrier; ``ahead``: where the furthest one stands (a root whose processors
+        checkpointed each on its own, then moved to global checkpoints), so the epochs
+        up to it run only the processors behind, and the first barrier follows it."""
         self.last = epoch
+        self.partial_until = epoch if ahead is None else max(epoch, ahead)
         self._planned_at = time.monotonic()
 
     def due(self, epoch: int) -> bool:
         """Whether a barrier follows ``epoch`` (planned now)."""
-        if self.checkpoints is None:
+        if self.checkpoints is None or epoch <= self.partial_until:
             return False
         if self.checkpoints.every is not None:
             due = epoch % self.checkpoints.every == 0

@@ -124,8 +124,8 @@ def check_unchanged(store: MetaStore, pipeline: Pipeline, current: Mapping[str, 
     something else (see the module docstring): a :class:`PipelineChangedError` with
     one line per changed processor. ``current``: the signatures of this run's
     operators (:func:`signatures`). Reads the root only; a root with nothing
-    committed passes."""
-    if not store.has_commits():
+    committed (planned offsets at most) passes."""
+    if not store.has_commits(planned=False):
         return
     description = store.description() or {}
     recorded: dict[str, dict[str, Any]] = description.get("processors", {})

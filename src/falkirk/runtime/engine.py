@@ -506,8 +506,9 @@ class Engine:
         rollback.settle(state)
         self.edges = EdgeActions(state, self.observer, self.pair)
         self.edges.act()
-        # After a recovery every processor stands at the last global checkpoint.
-        self.barriers.start(min(state.frontier.values(), default=0))
+        # After a recovery every processor stands at the last global checkpoint (on a root
+        # that moved to global checkpoints: at its own restore point; see BarrierClock.start).
+        self.barriers.start(min(state.frontier.values(), default=0), max(state.frontier.values(), default=0))
 
     # -- one epoch ------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from falkirk.runtime.epochs import input_log_key
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.report import RunReport
 from falkirk.runtime.telemetry import Telemetry
+from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem
@@ -57,6 +58,7 @@ class RunState:
     #: Live figures for the dashboard (None: the engine runs without one).
     telemetry: Telemetry | None = None
     _verified: set[str] = field(default_factory=set)
+    _laid_out: set[str] = field(default_factory=set)  # log directories whose columns were checked
 
     @property
     def order(self) -> list[Processor]:
@@ -85,10 +87,17 @@ class RunState:
         return files
 
     def read(self, files: Sequence[StoredFile], schema: StructType) -> DataFrame:
-        """Committed Parquet files (verified first) as a DataFrame of ``schema``."""
+        """Committed Parquet files (verified first) as a DataFrame of ``schema``;
+        :class:`~falkirk.graph.exceptions.PipelineChangedError` if they were written
+        with other columns (the pipeline changed upstream of a logged edge or input:
+        the replay would read its rows as something else)."""
         if not files:
             return empty(self.spark, schema)
         self.verified(files)
+        fresh = [f.path for f in files if f.path.rsplit("/", 1)[0] not in self._laid_out]
+        if fresh:
+            check_stored_schema(self.spark, fresh, schema, "a committed log of this pipeline")
+            self._laid_out.update(path.rsplit("/", 1)[0] for path in fresh)
         return self.spark.read.schema(schema).parquet(*[f.path for f in files])
 
     def area(self, area: str, owner: str) -> str:

@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-from falkirk.spark.files import write_parquet
+from falkirk.spark.files import check_stored_schema, write_parquet
 from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
 from falkirk.storage import StoredFile
@@ -341,9 +341,11 @@ class KeyedState:
         label = f"e{epoch}-{'base' if base else 'delta'}"
         return write_parquet(self.checkpoint(epoch, base), parent, label, fs)
 
-    def restore(self, chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int) -> None:
+    def restore(self, chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int, owner: str = "keyed state") -> None:
         """Load the state as of checkpoint ``epoch`` from committed checkpoints
-        ``(epoch, kind, files)``; raises ``ValueError`` if no base precedes it.
+        ``(epoch, kind, files)``; raises ``ValueError`` if no base precedes it, and
+        :class:`~falkirk.graph.exceptions.PipelineChangedError` (naming ``owner``)
+        if the files were written with another layout of the state.
 
         Returns once the load has started: the rows are read, partitioned and
         materialised by a Spark job in the background, so the engine's start and
@@ -354,6 +356,7 @@ class KeyedState:
         if not bases:
             raise ValueError(f"no base checkpoint at or before epoch {epoch}")
         files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
+        check_stored_schema(self.spark, files, self.file_schema, owner)
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
         for run in self._replaced_runs():
             self.retire(self.version, run)

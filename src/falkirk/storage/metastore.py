@@ -365,12 +365,15 @@ class MetaStore:
     def _has_table(self, table: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
-    def has_commits(self) -> bool:
+    def has_commits(self, planned: bool = True) -> bool:
         """Whether anything was ever committed here (an epoch, a checkpoint, a sink's
-        epoch, an offset): a root with nothing committed is new."""
+        epoch, an offset): a root with nothing committed is new. ``planned=False``
+        leaves out the sources' planned offsets: a root that planned epochs but
+        committed none holds no state and no output."""
+        tables = ["progress", "checkpoints", "sink_commits", "sink_ranges", "state_files", "message_logs"]
         return any(
             self._has_table(t) and self._db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None  # constant names
-            for t in ("progress", "checkpoints", "sink_commits", "sink_ranges", "source_offsets", "state_files", "message_logs")
+            for t in tables + (["source_offsets"] if planned else [])
         )
 
     def describe(self, name: str, description: dict[str, Any]) -> None:
