@@ -197,6 +197,7 @@ def test_the_cluster_script_starts_and_stops_every_process(tmp_path: Path) -> No
     assert started.stdout.decode().strip() == f"spark://127.0.0.1:{port}"
     cluster = standalone.Cluster.load(where)
     assert cluster.alive_workers() == 2
+    assert_authenticated(cluster)
     again = subprocess.run([*run, "start", "--port", str(port), "--dir", str(where)], capture_output=True, timeout=60, check=False)
     assert again.returncode == 2 and b"in use" in again.stderr
     pids = [cluster.master_pid, *cluster.worker_pids]
@@ -205,3 +206,75 @@ def test_the_cluster_script_starts_and_stops_every_process(tmp_path: Path) -> No
     assert not any(standalone.alive(p) for p in pids)
     with pytest.raises(standalone.ClusterError, match="no cluster was started"):
         standalone.Cluster.load(where)
+    assert standalone.secret_of(cluster.url) is None  # the secret goes with the cluster
+
+
+def assert_authenticated(cluster: standalone.Cluster) -> None:
+    """Every JVM of ``cluster`` asks for its secret, which is private and on no
+    command line; a driver without it is refused by the master."""
+    secret = standalone.secret_of(cluster.url)
+    assert secret is not None and len(secret) == 64
+    assert (standalone.home(cluster.port) / standalone.SECRET_FILE).stat().st_mode & 0o777 == 0o600
+    for pid in [cluster.master_pid, *cluster.worker_pids]:
+        assert b"-Dspark.authenticate=true" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert f"_SPARK_AUTH_SECRET={secret}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    for log in cluster.directory.glob("*.log"):
+        assert log.stat().st_mode & 0o077 == 0, log
+    stranger = {**os.environ, "FALKIRK_SPARK_MASTER": cluster.url, "FALKIRK_CACHE": str(cluster.directory / "elsewhere")}
+    code = "from falkirk.spark.session import spark_session; spark_session().range(3).count()"
+    driver = subprocess.Popen([sys.executable, "-c", code], env=stranger, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while b"Expected SaslMessage" not in (cluster.directory / "master.log").read_bytes():
+            assert driver.poll() is None and time.monotonic() < deadline, "the master never refused the driver"
+            time.sleep(0.5)
+        assert cluster.status()["activeapps"] == []
+    finally:
+        driver.kill()
+        driver.wait()
+
+
+def test_a_planted_cluster_folder_or_state_file_is_refused_and_kills_nothing(tmp_path: Path) -> None:
+    """No JVM: a folder others may write is refused, a log planted as a link is not
+    followed, and a state file naming other processes (here a ``sleep`` of this
+    user's) leaves them alive on ``stop``."""
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    with pytest.raises(standalone.ClusterError, match="group- or world-writable"):
+        standalone.start(1, port=standalone._free_port(), directory=open_folder)
+    linked = tmp_path / "linked"
+    linked.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (linked / "master.log").symlink_to(victim)
+    with pytest.raises(standalone.ClusterError, match=r"master\.log"):
+        standalone.start(1, port=standalone._free_port(), directory=linked)
+    assert victim.read_text() == "keep me"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        planted = tmp_path / "planted"
+        planted.mkdir(mode=0o700)
+        state = {"port": 1, "webui_port": 2, "master_pid": sleeper.pid, "worker_pids": [sleeper.pid, os.getpid()]}
+        (planted / standalone.STATE_FILE).write_text(json.dumps(state))
+        (planted / standalone.STATE_FILE).chmod(0o600)
+        standalone.Cluster.load(planted).stop()
+        assert sleeper.poll() is None and standalone.alive(sleeper.pid)
+        (planted / standalone.STATE_FILE).write_text(json.dumps(state))
+        (planted / standalone.STATE_FILE).chmod(0o666)
+        with pytest.raises(standalone.ClusterError, match="not written by a cluster you started"):
+            standalone.Cluster.load(planted)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    secret = standalone.home(1) / standalone.SECRET_FILE
+    secret.write_text("planted")
+    secret.chmod(0o644)  # readable by others: not a secret, not used
+    try:
+        assert standalone.secret_of("spark://127.0.0.1:1") is None
+        secret.chmod(0o600)
+        assert standalone.secret_of("spark://127.0.0.1:1") == "planted"
+        assert standalone.secret_of("spark://10.0.0.1:1") is None  # only clusters on this machine
+    finally:
+        secret.unlink()

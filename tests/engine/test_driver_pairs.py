@@ -120,7 +120,7 @@ def takeovers(dsn: str, name: str) -> int:
     """Claims of the egress taken over from a dead writer (rows of a dead member's
     unreleased epochs are kept)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT coalesce(max(takeovers), 0) FROM falkirk_pair_egress WHERE pair = %s", (name,)).fetchone()
+        row = conn.execute("SELECT coalesce(max(takeovers), 0) FROM falkirk.pair_egress WHERE pair = %s", (name,)).fetchone()
     return int(row[0]) if row else 0
 
 

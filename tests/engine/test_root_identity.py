@@ -161,7 +161,7 @@ def test_a_copy_next_to_its_original_is_refused_and_a_fork_gets_its_own_identity
     Engine(build_pipeline(str(case.inputs), case.dsn, other), copy, spark=spark).run()
     case.check(other, first=3)
     with psycopg.connect(case.dsn, autocommit=True) as conn:
-        marks = {p for (p,) in conn.execute("SELECT DISTINCT prefix FROM falkirk_sink_epochs").fetchall()}
+        marks = {p for (p,) in conn.execute("SELECT DISTINCT prefix FROM falkirk.sink_epochs").fetchall()}
     assert f"falkirk:{forked}:{SINK}:" in marks
 
 

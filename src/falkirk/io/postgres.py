@@ -35,7 +35,9 @@ server restart, so no released epoch is lost and none is written twice. The
 writing task holds the epoch's rows in memory to be able to write them again.
 
 **Written once, also against a late write.** Each epoch's transaction also inserts
-its id into ``falkirk_sink_epochs`` (created on first use, in the sink's database). A
+its id into ``falkirk.sink_epochs`` (created on first use, in the sink's database, in
+a schema owned by the sink's user: :mod:`falkirk.storage.pg_tables`, which also moves
+the marks an earlier Falkirk kept in an unqualified ``falkirk_sink_epochs``). A
 write of an epoch that was committed before - a Spark task of a killed driver that
 runs on after another driver (a restart, a pair's other member) wrote the epoch -
 finds the id there and writes nothing. Ids of the last :data:`KEPT_EPOCHS` epochs
@@ -70,6 +72,7 @@ from falkirk.redact import redact_dsn, where_dsn
 from falkirk.storage import StoredFile
 from falkirk.storage.identity import lease_key, transaction_prefix
 from falkirk.storage.pairs import keepalive_options
+from falkirk.storage.pg_tables import MARKS, ensure, move_legacy
 
 MODES = ("upsert", "append")
 _PG_TYPES: dict[type[T.DataType], str] = {
@@ -93,10 +96,7 @@ BATCH = 5000
 #: an older epoch than this is not expected: it would come from a task that ran on
 #: for that many epochs after its driver died).
 KEPT_EPOCHS = 1000
-_MARKS = (
-    "CREATE TABLE IF NOT EXISTS falkirk_sink_epochs (prefix text NOT NULL, epoch bigint NOT NULL, "
-    "PRIMARY KEY (prefix, epoch))"
-)
+
 _T = TypeVar("_T")
 
 
@@ -126,6 +126,8 @@ class PostgresSink:
     lock_timeout: float = 120.0
     retry_seconds: float = 60.0
     _prefix: str = field(default="", init=False, repr=False)
+    #: Marks of this sink may still come into the legacy mark table (see commit_upto).
+    _legacy_marks: bool = field(default=False, init=False, repr=False)
     #: The connection holding the root's lease while a run lasts (see take_lease).
     _lease: Any = field(default=None, init=False, repr=False, compare=False)
     #: An upserted epoch's rows stay locked until released: the engine refuses
@@ -222,7 +224,7 @@ class PostgresSink:
                 )
             with conn.transaction():  # two drivers of a pair may create them at once
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('falkirk-sink-tables', 0))")
-                conn.execute(_MARKS)
+                self._legacy_marks = ensure(conn, [MARKS], "falkirk-sink-tables", ("prefix", self._prefix))
                 self._create_table(psycopg, conn, columns)
 
     def _create_table(self, psycopg: Any, conn: Any, columns: list[tuple[str, str]]) -> None:
@@ -271,6 +273,8 @@ class PostgresSink:
         the marks of epochs :data:`KEPT_EPOCHS` before it."""
         self._check_lease()
         self._finish(lambda e: e <= epoch, "COMMIT PREPARED", vanished_ok=False)
+        if self._legacy_marks:  # prepared by an earlier Falkirk: their marks went to its table
+            self._move_legacy_marks()
         self._forget_marks("epoch < %s", epoch - KEPT_EPOCHS)
 
     def abort_after(self, epoch: int) -> None:
@@ -281,12 +285,22 @@ class PostgresSink:
         self._check_lease()
         self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
 
+    def _move_legacy_marks(self) -> None:
+        psycopg = _psycopg()
+
+        def move() -> None:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn, conn.transaction():
+                move_legacy(conn, MARKS, ("prefix", self._prefix))
+            self._legacy_marks = False
+
+        _retrying(psycopg, move, self.retry_seconds, f"PostgresSink({self.table!r}): moving written marks")
+
     def _forget_marks(self, condition: str, epoch: int) -> None:
         psycopg = _psycopg()
 
         def forget() -> None:
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
-                conn.execute(f"DELETE FROM falkirk_sink_epochs WHERE prefix = %s AND {condition}", (self._prefix, epoch))
+                conn.execute(f"DELETE FROM {MARKS.qualified} WHERE prefix = %s AND {condition}", (self._prefix, epoch))
 
         _retrying(psycopg, forget, self.retry_seconds, f"PostgresSink({self.table!r}): forgetting written marks")
 
@@ -441,7 +455,7 @@ def _partition_writer(
     """The function a Spark task runs: the epoch's rows in one transaction, prepared
     as ``prefix + epoch`` (nothing if it is prepared already: a retried task, or a
     connection lost after the server prepared it; nothing either if it was committed
-    before: its mark in ``falkirk_sink_epochs`` says so). A connection lost before the
+    before: its mark in ``falkirk.sink_epochs`` says so). A connection lost before the
     prepare loses the unprepared transaction on the server, so it is written again."""
     gid = f"{prefix}{epoch}"
 
@@ -461,7 +475,7 @@ def _partition_writer(
             conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
             try:
                 marked = conn.execute(
-                    "INSERT INTO falkirk_sink_epochs (prefix, epoch) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                    f"INSERT INTO {MARKS.qualified} (prefix, epoch) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
                     (prefix, epoch),
                 ).fetchone()
             except psycopg.errors.LockNotAvailable as exc:

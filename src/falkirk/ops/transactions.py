@@ -44,6 +44,7 @@ from falkirk.storage.identity import (
     transaction_prefix,
 )
 from falkirk.storage.identity import fork as fork_identity
+from falkirk.storage.pg_tables import MARKS, present
 from falkirk.time.ticks import epochs_done
 
 #: How long a tool waits for a sink's database (s).
@@ -214,10 +215,10 @@ def resolve(storage: str, old: str, dsns: dict[str, str] | None = None, *, dry_r
                     if who != old or sink != target.sink:
                         continue
                     _refuse_if_another_table(conn, name, table, target)
+                    marks = "".join(f" UNION ALL SELECT 1 FROM {t} WHERE prefix = %s AND epoch = %s" for t in present(conn, MARKS))
                     again = conn.execute(
-                        "SELECT 1 FROM pg_prepared_xacts WHERE gid = %s UNION ALL SELECT 1 FROM "
-                        "falkirk_sink_epochs WHERE prefix = %s AND epoch = %s",
-                        (f"{mine}{epoch}", mine, epoch),
+                        "SELECT 1 FROM pg_prepared_xacts WHERE gid = %s" + marks,  # names: regclass texts
+                        (f"{mine}{epoch}", *[mine, epoch] * marks.count("UNION")),
                     ).fetchone()
                     kept = frontiers.get(target.sink, 0)
                     if again:
@@ -258,7 +259,7 @@ def _refuse_if_another_table(conn: Any, name: str, table: str, target: Target) -
             "JOIN pg_locks l ON l.virtualtransaction = x.virtualtransaction AND l.locktype = 'relation' AND l.pid IS NULL "
             "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE p.gid = %s AND p.database = current_database() AND c.relkind IN ('r', 'p') "
-            "AND c.relname <> 'falkirk_sink_epochs'",
+            "AND c.relname <> 'falkirk_sink_epochs' AND NOT (n.nspname = 'falkirk' AND c.relname = 'sink_epochs')",
             (name,),
         ).fetchall()
     }

@@ -16,7 +16,11 @@ in a virtualenv with Falkirk installed, not editable): Spark ships it to every
 executor (``spark.archives``) and runs its interpreter there.
 
 On a cluster, copies of replicated blocks are placed by chained declustering where
-the executors can load its class (:mod:`falkirk.spark.placement`).
+the executors can load its class (:mod:`falkirk.spark.placement`). A standalone
+cluster that :mod:`falkirk.spark.standalone` started on this machine asks every JVM
+for its secret (``spark.authenticate``): the driver reads it from the cluster's
+private folder and hands it to its JVM once that runs, never on the JVM's command
+line (which every user of the machine can read).
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import os
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from falkirk.spark import cds
+from falkirk.spark import cds, standalone
 from falkirk.spark.placement import placement_conf
 
 logger = logging.getLogger(__name__)
@@ -125,8 +130,16 @@ def spark_session(
     if not is_local(master):  # where block copies go (falkirk.spark.placement)
         for key, value in placement_conf(master).items():
             settings[key] = f"{value}{os.pathsep}{settings[key]}" if key.endswith("ClassPath") and key in settings else settings.get(key, value)
+    secret = None if is_local(master) else standalone.secret_of(master)
+    if secret is not None:
+        settings["spark.authenticate"] = "true"
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if secret is not None:
+        # The JVM starts with every setting on its command line: all but the secret,
+        # which the session's configuration gets through the gateway.
+        SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(builder._options.items())))
+        builder = builder.config("spark.authenticate.secret", secret)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     quiet_task_failures(spark)

@@ -2,18 +2,18 @@
 
 Two drivers run the same pipeline at once, each with its own storage root (its own
 state and metadata). They agree through three tables of one PostgreSQL database,
-all keyed by the pair's name:
+all keyed by the pair's name, in the schema ``falkirk`` (:mod:`falkirk.storage.pg_tables`):
 
-``falkirk_pair_members``
+``falkirk.pair_members``
     one row per driver (a *member*, named by its storage root): where its root is
     and how far it got (committed epoch, released epoch, acknowledgeable epoch per
     source). The row outlives the driver, so a driver that starts later knows whose
     root is furthest ahead.
-``falkirk_pair_epochs``
+``falkirk.pair_epochs``
     the **ingress**: each epoch's input (every source's offsets), assigned once by
     whichever member plans the epoch first (``INSERT ... ON CONFLICT DO NOTHING``)
     and read by the other, so both process exactly the same input.
-``falkirk_pair_egress``
+``falkirk.pair_egress``
     the **egress**: per sink and epoch, the member that writes it. The first member
     to reach an epoch's sink claims it and writes; the other waits until the write
     is done and takes its files instead of writing, or takes the claim over when
@@ -57,24 +57,35 @@ from typing import Any
 from falkirk.redact import where_dsn
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.filesystem import StoredFile
+from falkirk.storage.pg_tables import OwnTable, ensure
 
 logger = logging.getLogger(__name__)
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS falkirk_pairs (pair text PRIMARY KEY, id text NOT NULL);
-CREATE TABLE IF NOT EXISTS falkirk_pair_members (
-    pair text NOT NULL, member text NOT NULL, root text NOT NULL, host text NOT NULL,
-    pid integer NOT NULL, joining boolean NOT NULL DEFAULT true, committed bigint, released bigint,
-    acknowledgeable jsonb NOT NULL DEFAULT '{}', updated timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (pair, member));
-CREATE TABLE IF NOT EXISTS falkirk_pair_epochs (
-    pair text NOT NULL, epoch bigint NOT NULL, plan jsonb NOT NULL, planned_by text NOT NULL,
-    PRIMARY KEY (pair, epoch));
-CREATE TABLE IF NOT EXISTS falkirk_pair_egress (
-    pair text NOT NULL, sink text NOT NULL, epoch bigint NOT NULL, member text NOT NULL,
-    files jsonb, done boolean NOT NULL DEFAULT false, takeovers integer NOT NULL DEFAULT 0,
-    PRIMARY KEY (pair, sink, epoch));
-"""
+#: The pair's tables (:mod:`falkirk.storage.pg_tables`: schema ``falkirk``, owned by
+#: the pair's user; rows of an earlier Falkirk's unqualified tables moved in).
+TABLES = (
+    OwnTable("pairs", "pair text PRIMARY KEY, id text NOT NULL", "falkirk_pairs"),
+    OwnTable(
+        "pair_members",
+        "pair text NOT NULL, member text NOT NULL, root text NOT NULL, host text NOT NULL, "
+        "pid integer NOT NULL, joining boolean NOT NULL DEFAULT true, committed bigint, released bigint, "
+        "acknowledgeable jsonb NOT NULL DEFAULT '{}', updated timestamptz NOT NULL DEFAULT now(), "
+        "PRIMARY KEY (pair, member)",
+        "falkirk_pair_members",
+    ),
+    OwnTable(
+        "pair_epochs",
+        "pair text NOT NULL, epoch bigint NOT NULL, plan jsonb NOT NULL, planned_by text NOT NULL, PRIMARY KEY (pair, epoch)",
+        "falkirk_pair_epochs",
+    ),
+    OwnTable(
+        "pair_egress",
+        "pair text NOT NULL, sink text NOT NULL, epoch bigint NOT NULL, member text NOT NULL, "
+        "files jsonb, done boolean NOT NULL DEFAULT false, takeovers integer NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (pair, sink, epoch)",
+        "falkirk_pair_egress",
+    ),
+)
 
 #: How often a member waiting for the other's write of an epoch looks again (s).
 POLL = 0.02
@@ -141,7 +152,7 @@ class PairStore:
                     )
                 time.sleep(0.1)
             conn.execute(
-                "INSERT INTO falkirk_pair_members (pair, member, root, host, pid) VALUES (%s, %s, %s, %s, %s) "
+                "INSERT INTO falkirk.pair_members (pair, member, root, host, pid) VALUES (%s, %s, %s, %s, %s) "
                 "ON CONFLICT (pair, member) DO UPDATE SET root = excluded.root, host = excluded.host, "
                 "pid = excluded.pid, joining = true, updated = now()",
                 (self.pair, self.member, root, socket.gethostname(), os.getpid()),
@@ -155,9 +166,11 @@ class PairStore:
             conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn))
         except psycopg.Error as exc:
             raise PairError(f"cannot connect to the driver pair's PostgreSQL ({_where(self.dsn)}): {exc}".strip()) from exc
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('falkirk-pair-tables', 0))")
-            conn.execute(_TABLES)
+        try:
+            ensure(conn, TABLES, "falkirk-pair-tables", ("pair", self.pair))
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @contextmanager
@@ -176,10 +189,10 @@ class PairStore:
         one. (Names the pair's external writes.)"""
         with self._using() if self._conn is not None else self._briefly() as conn:
             conn.execute(
-                "INSERT INTO falkirk_pairs (pair, id) VALUES (%s, %s) ON CONFLICT (pair) DO NOTHING",
+                "INSERT INTO falkirk.pairs (pair, id) VALUES (%s, %s) ON CONFLICT (pair) DO NOTHING",
                 (self.pair, uuid.uuid4().hex[:16]),
             )
-            return str(conn.execute("SELECT id FROM falkirk_pairs WHERE pair = %s", (self.pair,)).fetchone()[0])
+            return str(conn.execute("SELECT id FROM falkirk.pairs WHERE pair = %s", (self.pair,)).fetchone()[0])
 
     def leave(self) -> None:
         """Give up the lease (close the connection); the member's row stays."""
@@ -228,7 +241,7 @@ class PairStore:
         operator's view)."""
         with self._using() if self._conn is not None else self._briefly() as conn:
             rows = conn.execute(
-                "SELECT member, root, host, pid, joining, committed, released, acknowledgeable FROM falkirk_pair_members "
+                "SELECT member, root, host, pid, joining, committed, released, acknowledgeable FROM falkirk.pair_members "
                 "WHERE pair = %s ORDER BY member",
                 (self.pair,),
             ).fetchall()
@@ -239,7 +252,7 @@ class PairStore:
         member - live or dead - has released (no recovery of either reads them again)."""
         with self._using() as conn:
             conn.execute(
-                "UPDATE falkirk_pair_members SET joining = false, committed = %s, released = %s, acknowledgeable = %s, "
+                "UPDATE falkirk.pair_members SET joining = false, committed = %s, released = %s, acknowledgeable = %s, "
                 "updated = now() "
                 "WHERE pair = %s AND member = %s",
                 (committed, released, json.dumps(acknowledgeable), self.pair, self.member),
@@ -248,8 +261,8 @@ class PairStore:
         if all(m.released is not None and not m.joining for m in members):
             floor = min(m.released for m in members if m.released is not None)
             with self._using() as conn:
-                conn.execute("DELETE FROM falkirk_pair_epochs WHERE pair = %s AND epoch <= %s", (self.pair, floor))
-                conn.execute("DELETE FROM falkirk_pair_egress WHERE pair = %s AND epoch <= %s", (self.pair, floor))
+                conn.execute("DELETE FROM falkirk.pair_epochs WHERE pair = %s AND epoch <= %s", (self.pair, floor))
+                conn.execute("DELETE FROM falkirk.pair_egress WHERE pair = %s AND epoch <= %s", (self.pair, floor))
 
     def remove(self, member: str) -> None:
         """Forget ``member`` for good (it will not come back: its root is gone), so
@@ -261,7 +274,7 @@ class PairStore:
         with self._using() if self._conn is not None else self._briefly() as conn:
             if self._held(conn, member):
                 raise PairError(f"member {member!r} of driver pair {self.pair!r} is running; stop it first")
-            conn.execute("DELETE FROM falkirk_pair_members WHERE pair = %s AND member = %s", (self.pair, member))
+            conn.execute("DELETE FROM falkirk.pair_members WHERE pair = %s AND member = %s", (self.pair, member))
 
     def ack_limit(self, source: str) -> int | None:
         """The last epoch of ``source`` the other members - live or dead - may no
@@ -278,7 +291,7 @@ class PairStore:
         """The plan of ``epoch`` a member recorded, if any."""
         with self._using() as conn:
             row = conn.execute(
-                "SELECT plan FROM falkirk_pair_epochs WHERE pair = %s AND epoch = %s", (self.pair, epoch)
+                "SELECT plan FROM falkirk.pair_epochs WHERE pair = %s AND epoch = %s", (self.pair, epoch)
             ).fetchone()
             return None if row is None else dict(row[0])
 
@@ -287,7 +300,7 @@ class PairStore:
         returns the plan that stands."""
         with self._using() as conn:
             conn.execute(
-                "INSERT INTO falkirk_pair_epochs (pair, epoch, plan, planned_by) VALUES (%s, %s, %s, %s) "
+                "INSERT INTO falkirk.pair_epochs (pair, epoch, plan, planned_by) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (pair, epoch) DO NOTHING",
                 (self.pair, epoch, json.dumps(plan), self.member),
             )
@@ -307,12 +320,12 @@ class PairStore:
         while True:
             with self._using() as conn:
                 conn.execute(
-                    "INSERT INTO falkirk_pair_egress (pair, sink, epoch, member) VALUES (%s, %s, %s, %s) "
+                    "INSERT INTO falkirk.pair_egress (pair, sink, epoch, member) VALUES (%s, %s, %s, %s) "
                     "ON CONFLICT (pair, sink, epoch) DO NOTHING",
                     (self.pair, sink, epoch, self.member),
                 )
                 owner, files, done = conn.execute(
-                    "SELECT member, files, done FROM falkirk_pair_egress WHERE pair = %s AND sink = %s AND epoch = %s",
+                    "SELECT member, files, done FROM falkirk.pair_egress WHERE pair = %s AND sink = %s AND epoch = %s",
                     (self.pair, sink, epoch),
                 ).fetchone()
                 if done:
@@ -340,7 +353,7 @@ class PairStore:
             return False  # it came back
         try:
             taken = conn.execute(
-                "UPDATE falkirk_pair_egress SET member = %s, takeovers = takeovers + 1 WHERE pair = %s AND sink = %s "
+                "UPDATE falkirk.pair_egress SET member = %s, takeovers = takeovers + 1 WHERE pair = %s AND sink = %s "
                 "AND epoch = %s AND member = %s AND NOT done",
                 (self.member, self.pair, sink, epoch, owner),
             ).rowcount
@@ -353,7 +366,7 @@ class PairStore:
         member takes ``files`` instead of writing."""
         with self._using() as conn:
             updated = conn.execute(
-                "UPDATE falkirk_pair_egress SET done = true, files = %s WHERE pair = %s AND sink = %s AND epoch = %s "
+                "UPDATE falkirk.pair_egress SET done = true, files = %s WHERE pair = %s AND sink = %s AND epoch = %s "
                 "AND member = %s",
                 (json.dumps([[f.path, f.size, f.sha256] for f in files]), self.pair, sink, epoch, self.member),
             ).rowcount
@@ -379,7 +392,7 @@ class PairStore:
             return [
                 (int(e), m, bool(d), int(t))
                 for e, m, d, t in conn.execute(
-                    "SELECT epoch, member, done, takeovers FROM falkirk_pair_egress WHERE pair = %s AND sink = %s "
+                    "SELECT epoch, member, done, takeovers FROM falkirk.pair_egress WHERE pair = %s AND sink = %s "
                     "ORDER BY epoch",
                     (self.pair, sink),
                 ).fetchall()
