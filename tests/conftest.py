@@ -34,3 +34,15 @@ def postgres_server() -> Iterator[object]:
 
     with PostgresServer() as server:
         yield server
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``FALKIRK_TEST_TIMES=FILE``: each phase of each test that took a second
+    or more, or failed, appended to FILE as it ends (a suite stopped by a time limit
+    still tells where its time went)."""
+    import os
+
+    path = os.environ.get("FALKIRK_TEST_TIMES")
+    if path and (report.duration >= 1 or report.failed):
+        with open(path, "a") as out:
+            out.write(f"{report.duration:.1f}\t{report.outcome}\t{report.when}\t{report.nodeid}\n")

@@ -229,9 +229,11 @@ def test_roots_written_before_identities_were_recorded(
     case3.run(other_root)  # which resolves it itself
     assert f"falkirk:{other}:{SINK}:3" not in prepared(case.dsn), ("resolved by its own root", case3.logs())
     assert table_rows(case.dsn, case3.table) == expected()
+    metadata = (lost / "meta.sqlite").read_bytes()
     assert cli(["resolve", str(lost), "--identity", str(first), "--dry-run"]) == 0
     assert f"would COMMIT PREPARED falkirk:{first}:{SINK}:3" in capsys.readouterr().out
     assert table_rows(case.dsn, table2) != expected(), "a dry run changes nothing"
+    assert (lost / "meta.sqlite").read_bytes() == metadata, "not even the metadata (read-only)"
     assert cli(["resolve", str(lost), "--identity", str(first)]) == 0
     assert table_rows(case.dsn, table2) == expected()
     left = [g for g in prepared(case.dsn) if any(str(i) in g for i in (first, other, written, identity_of(lost)))]

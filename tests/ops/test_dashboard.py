@@ -199,7 +199,10 @@ def test_the_page_in_a_real_browser(running: Running, tmp_path: Path) -> None:
 
 def test_ui_addresses() -> None:
     assert parse_address("8050") == ("127.0.0.1", 8050)
-    assert parse_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
+    assert parse_address("0.0.0.0:9000", allow_remote=True) == ("0.0.0.0", 9000)
+    assert parse_address("0.0.0.0:9000", token="a-token-of-24-characters") == ("0.0.0.0", 9000)
+    with pytest.raises(GraphError, match="reachable from other machines"):
+        parse_address("0.0.0.0:9000")
     assert parse_address("[::1]:0") == ("::1", 0)
     with pytest.raises(GraphError, match="HOST:PORT"):
         parse_address("localhost:http")

@@ -162,8 +162,9 @@ def in_doubt(description: dict[str, Any], identity: RootIdentity, dsns: dict[str
 
 
 @contextmanager
-def _held(storage: str) -> Iterator[MetaStore]:
-    """The root's metadata, writable, with its lock held (no driver runs meanwhile)."""
+def _held(storage: str, writable: bool = True) -> Iterator[MetaStore]:
+    """The root's metadata, with its lock held (no driver runs meanwhile); not
+    ``writable``: opened read-only (a dry run neither writes nor upgrades it)."""
     if "://" in storage and not storage.startswith("file://"):
         raise StorageError(f"{storage}: resolving and forking work on local storage roots only (copy the root to a local directory)")
     root = Path(storage.removeprefix("file://"))
@@ -172,7 +173,7 @@ def _held(storage: str) -> Iterator[MetaStore]:
     lock = RootLock(root)
     lock.acquire()
     try:
-        store = MetaStore(root)
+        store = MetaStore(root, read_only=not writable)
         try:
             yield store
         finally:
@@ -197,7 +198,7 @@ def resolve(storage: str, old: str, dsns: dict[str, str] | None = None, *, dry_r
     """Commit or roll back the transactions this root left under its old identity
     ``old`` (see the module docstring), with the root's lock held. ``dry_run``: say
     what would be done, do nothing."""
-    with _held(storage) as store:
+    with _held(storage, writable=not dry_run) as store:
         description = store.description()
         identity = recorded(store)
         if description is None or identity is None:
