@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--idle-exit", type=float, default=5.0, help="exit after this many seconds without new entries")
     parser.add_argument("--max-entries", type=int, default=10_000, help="at most this many entries per epoch (default 10000)")
+    parser.add_argument("--retry-seconds", type=float, default=60.0, help="how long PostgreSQL may be unreachable before the pipeline stops (default 60)")
     parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN)")
     parser.add_argument("--pair-name", help="the driver pair's name (default: the pipeline's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table, args.max_entries)
+        pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table, args.max_entries, args.retry_seconds)
         with Progress("redis_to_postgres", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")

@@ -64,10 +64,11 @@ def test_no_password_in_any_message_log_page_or_record(redis_server: RedisServer
     failed, _ = run_example({**env, "FALKIRK_REDIS_URL": wrong_port}, [*common, "--idle-exit", "0"])
     assert failed.returncode != 0
     bad_pg = postgres_server.dsn.replace(f":{postgres_server.port}/", f":{free_port()}/")
-    failed_pg, _ = run_example({**env, "FALKIRK_PG_DSN": bad_pg}, [*common[:-1], str(tmp_path / "fresh"), "--idle-exit", "0"])
+    quick = ["--idle-exit", "0", "--retry-seconds", "1"]  # not a minute of retries per failure
+    failed_pg, _ = run_example({**env, "FALKIRK_PG_DSN": bad_pg}, [*common[:-1], str(tmp_path / "fresh"), *quick])
     assert failed_pg.returncode == 2 and "127.0.0.1:" in failed_pg.stderr, failed_pg.stderr[-2000:]
     kv = f"host=127.0.0.1 port={postgres_server.port} user=postgres password={postgres_server.password} dbname=nosuchdb"
-    failed_kv, _ = run_example({**env, "FALKIRK_PG_DSN": kv}, [*common[:-1], str(tmp_path / "fresh2"), "--idle-exit", "0"])
+    failed_kv, _ = run_example({**env, "FALKIRK_PG_DSN": kv}, [*common[:-1], str(tmp_path / "fresh2"), *quick])
     assert failed_kv.returncode == 2, failed_kv.stderr[-2000:]
     said += [failed.stdout, failed.stderr, failed_pg.stdout, failed_pg.stderr, failed_kv.stdout, failed_kv.stderr]
 

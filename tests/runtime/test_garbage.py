@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from falkirk.runtime.garbage import delete
-from falkirk.storage import LocalFileSystem, StoredFile
+from falkirk.storage import CorruptStorageError, LocalFileSystem, StoredFile
 
 
 def _file(path: Path) -> StoredFile:
@@ -22,8 +24,11 @@ def test_a_table_folder_outlives_its_deleted_files(tmp_path: Path) -> None:
     table = tmp_path / "out"
     kept = _file(table / "epoch-0000000001.parquet")
     gone = _file(table / "epoch-0000000002.parquet")
-    delete(LocalFileSystem(), str(root), [gone])
-    assert Path(kept.path).exists() and not Path(gone.path).exists()
+    # Sink commits' files are never forgotten into deletion (they stay the table's);
+    # one named anyway lies outside the root and is refused, the table untouched.
+    with pytest.raises(CorruptStorageError, match="outside the root"):
+        delete(LocalFileSystem(), str(root), [gone])
+    assert Path(kept.path).exists() and Path(gone.path).exists() and table.is_dir()
 
 
 def test_a_write_directory_goes_with_its_last_part_file(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def test_sessions_use_the_class_data_sharing_archive(spark: SparkSession) -> Non
 def test_without_an_archive_or_when_disabled_there_are_no_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("FALKIRK_CACHE", str(tmp_path))
     assert cds.java_options() == ""  # nothing built there
-    cds.archive_path().parent.mkdir(parents=True)
+    cds.archive_path().parent.mkdir(parents=True, exist_ok=True)  # the cache makes it, private
     cds.archive_path().write_bytes(b"x")
     assert "-XX:SharedArchiveFile=" in cds.java_options()
     monkeypatch.setenv("FALKIRK_CDS", "0")

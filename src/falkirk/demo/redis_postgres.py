@@ -76,15 +76,18 @@ def check(df: DataFrame) -> DataFrame:
     return df.select("id", "fields", "raw", user.alias("user_id"), parsed.alias("amount"), reason.alias("reason"))
 
 
-def build_pipeline(redis_url: str, stream: str, group: str, dsn: str, table: str, max_entries: int = 10_000) -> Pipeline:
-    """The dataflow above; an epoch reads at most ``max_entries`` entries."""
+def build_pipeline(
+    redis_url: str, stream: str, group: str, dsn: str, table: str, max_entries: int = 10_000, retry_seconds: float = 60.0
+) -> Pipeline:
+    """The dataflow above; an epoch reads at most ``max_entries`` entries; PostgreSQL
+    unreachable for ``retry_seconds`` stops the pipeline."""
     p = Pipeline(f"redis_to_postgres.{stream}")
     source = RedisStreamSource(redis_url, stream, group, max_entries=max_entries)
     valid, rejected = p.source("entries", source).validate("check", check)
     (
         valid.map("amounts", lambda df: df.select("user_id", "amount"))
         .aggregate("totals", "user_id", {"total": ("sum", "amount"), "events": ("count", None)}, policy=EagerCheckpoint())
-        .sink("table", PostgresSink(dsn, table, key=("user_id",), not_null=True))
+        .sink("table", PostgresSink(dsn, table, key=("user_id",), not_null=True, retry_seconds=retry_seconds))
     )
     rejected.map("dead_rows", lambda df: df.select("id", "fields", "raw", "reason")).sink("dead", RedisStreamSink(redis_url, f"{stream}:dead"))
     return p

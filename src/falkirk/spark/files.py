@@ -45,14 +45,20 @@ def read_parquet(spark: SparkSession, files: Sequence[StoredFile], schema: str |
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 
 
-def stored_schema(spark: SparkSession, path: str) -> StructType:
+def stored_schema(spark: SparkSession, path: str) -> StructType | None:
     """The Spark schema a Parquet file was written with: from its footer for a local
-    file (pyarrow reads only the footer), by Spark for a file on another file system."""
+    file (pyarrow reads only the footer), by Spark for a file on another file system;
+    None for a local file without a readable footer (damage, which the read that
+    follows reports as such)."""
     local = path[len("file:") :] if path.startswith("file:") else path
     if "://" not in local and os.path.isfile(local):
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        metadata = pq.read_metadata(local).metadata or {}
+        try:
+            metadata = pq.read_metadata(local).metadata or {}
+        except (pa.ArrowException, OSError):
+            return None
         if SPARK_SCHEMA_KEY in metadata:
             return StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
     return spark.read.parquet(path).schema
@@ -70,7 +76,10 @@ def check_stored_schema(spark: SparkSession, paths: Sequence[str], expected: Str
     for path in paths:
         firsts.setdefault(os.path.dirname(path.rstrip("/")), path)
     for path in firsts.values():
-        found = {f.name: f.dataType.simpleString() for f in stored_schema(spark, path).fields}
+        schema = stored_schema(spark, path)
+        if schema is None:
+            continue
+        found = {f.name: f.dataType.simpleString() for f in schema.fields}
         problems = []
         for field in expected.fields:
             want = field.dataType.simpleString()
