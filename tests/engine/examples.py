@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -34,3 +35,13 @@ def kill_at_each(run: Callable[[str], subprocess.Popen[bytes]], points: Sequence
     previous kill. Fails if a run ends without reaching its point."""
     for point in points:
         assert finish(run(point)) == -signal.SIGKILL, f"{point} was not reached"
+
+
+def run_example_here(example: str, args: list[str]) -> int:
+    """``examples/<example>.py``'s ``main(args)`` in this process (on its Spark
+    session, which the example's engine finds): its exit code."""
+    spec = importlib.util.spec_from_file_location(f"falkirk_example_{example}", EXAMPLES / f"{example}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.main(args))

@@ -28,7 +28,7 @@ from tests.reference.brute_force import check, solve_all
 from tests.reference.generate import DOMAINS, random_scenario, scenarios
 
 PROPERTY_SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
