@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
 python3 -m venv "$tools"
-"$tools/bin/pip" install -q pip-audit
+"$tools/bin/pip" install -q pip-audit==2.10.1  # pinned: its own dependencies resolve at install
 for lock in requirements/lock.txt requirements/tools.txt; do
   echo "== pip-audit $lock ($(date -u +%Y-%m-%d)) =="
   "$tools/bin/pip-audit" --require-hashes --disable-pip --vulnerability-service pypi -r "$lock"

@@ -115,12 +115,27 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _dsns(pairs: list[str] | None) -> dict[str, str]:
-    """``--dsn SINK=DSN`` options as a dict."""
+    """``--dsn SINK=DSN`` options as a dict; ``SINK=env:NAME`` reads the DSN from the
+    environment variable ``NAME`` (a password on a command line is visible to every
+    user of the machine)."""
+    import os
+
+    from falkirk.redact import check_dsn, redact_dsn
+
     found = {}
     for pair in pairs or []:
         sink, eq, dsn = pair.partition("=")
         if not eq or not sink or not dsn:
-            raise FalkirkError(f"--dsn takes SINK=DSN (a PostgreSQL sink's name and its database), got {pair!r}")
+            raise FalkirkError(f"--dsn takes SINK=DSN or SINK=env:NAME (a PostgreSQL sink's name and its database), got {redact_dsn(pair)!r}")
+        if dsn.startswith("env:"):
+            name = dsn[len("env:") :]
+            if not os.environ.get(name):
+                raise FalkirkError(f"--dsn {sink}=env:{name}: the environment variable {name} is not set")
+            dsn = os.environ[name]
+        try:
+            check_dsn(dsn, f"--dsn {sink}")
+        except ValueError as exc:
+            raise FalkirkError(str(exc)) from None
         found[sink] = dsn
     return found
 
@@ -197,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_status.add_argument("storage", help="the storage root")
     p_status.add_argument("--json", action="store_true", help="print the status as JSON")
     p_status.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
-    dsn_help = "SINK=DSN: reach PostgreSQL sink SINK's database with this DSN (default: the recorded one, without password; libpq's PGPASSWORD or ~/.pgpass give it)"
+    dsn_help = "SINK=DSN or SINK=env:NAME (the DSN in environment variable NAME: better than a password on the command line): reach PostgreSQL sink SINK's database with it (default: the recorded one, without password; libpq's PGPASSWORD or ~/.pgpass give it)"
     p_status.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
     p_status.set_defaults(run=_status)
     p_resolve = sub.add_parser(

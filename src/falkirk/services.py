@@ -98,10 +98,15 @@ class _Server:
     def start(self) -> None:
         raise NotImplementedError
 
+    def _signal_server(self, sig: int) -> None:
+        """Send ``sig`` to the server process itself."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s) and remove its data."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(self.stop_signal)
+            self._signal_server(self.stop_signal)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -206,6 +211,18 @@ class PostgresServer(_Server):
             if time.monotonic() > deadline:
                 raise ServiceError(f"postgres did not accept connections: {_tail(log_path)}")
             time.sleep(0.1)
+
+    def _signal_server(self, sig: int) -> None:
+        """The postmaster itself (``runuser``, in front of it when started as root,
+        passes SIGINT on as SIGTERM: a "smart" shutdown that waits for every client
+        to leave)."""
+        try:
+            postmaster = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            super()._signal_server(sig)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, sig)
 
     def restart(self, down_seconds: float = 0.0) -> None:
         """Stop the server the fast way (clients are disconnected; prepared

@@ -5,6 +5,7 @@ the page is filled in one pass (a pipeline's name is never read as a slot)."""
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 
 from falkirk.graph import GraphError, Pipeline
 from falkirk.io import MemorySink, keyed_generator
-from falkirk.runtime.dashboard import Dashboard, fill, parse_address
+from falkirk.runtime.dashboard import Dashboard, allowed_hosts, fill, parse_address
 from falkirk.runtime.description import describe
 from falkirk.runtime.epochs import topology
 from falkirk.runtime.observer import telemetry_for
@@ -74,8 +75,17 @@ def test_a_token_is_checked_on_every_request() -> None:
         assert get(board.url + f"/api/status?token={TOKEN}")[0] == 200
         status, page = get(board.url + f"/?token={TOKEN}")
         assert status == 200 and "Authorization" in page, "the page passes the token on"
+        # Reached by the name other machines use: served (a rebinding page has no token).
+        assert get(board.url + "/api/status", host="falkirk.example:8050", token=TOKEN)[0] == 200
+        assert get(board.url + "/api/status", host="falkirk.example:8050")[0] in (400, 401)
     finally:
         board.stop()
+
+
+def test_bound_to_every_interface_the_machine_s_own_names_are_served() -> None:
+    hosts = allowed_hosts("0.0.0.0")
+    assert socket.gethostname().lower() in hosts and "attacker.example" not in hosts
+    assert socket.gethostname().lower() not in allowed_hosts("127.0.0.1")  # a loopback bind: loopback names only
 
 
 def test_a_bind_other_machines_reach_needs_a_token_or_allow_remote() -> None:
@@ -85,3 +95,6 @@ def test_a_bind_other_machines_reach_needs_a_token_or_allow_remote() -> None:
     assert parse_address("0.0.0.0:0", allow_remote=True) == ("0.0.0.0", 0)
     with pytest.raises(GraphError, match="at least 16 characters"):
         parse_address("127.0.0.1:0", token="short")
+    for weak in (" " * 16, "a" * 20, "abababababababab", "sixteen chars with spaces"):
+        with pytest.raises(GraphError, match="at least 8 of them different, no spaces"):
+            parse_address("127.0.0.1:0", token=weak)

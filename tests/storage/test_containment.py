@@ -123,3 +123,92 @@ def test_paths_inside_and_outside() -> None:
     assert within(fs, "/r", "/r/logs/x") and not within(fs, "/r", "/r") and not within(fs, "/r", "/rx/y")
     assert not within(fs, "/r", "/r/../etc/passwd")
     assert safe_relative("logs/a/b") and not safe_relative("../x") and not safe_relative("/x") and not safe_relative("a//b")
+
+
+def test_a_log_state_or_checkpoint_file_named_outside_the_root_is_refused(tmp_path: Path) -> None:
+    """Only a sink's files (its table, where the user put it) may lie outside the
+    root; a log, state file or checkpoint named by an absolute path outside it is
+    refused - not read (its digest could be missing, too), copied or deleted."""
+    root = tmp_path / "root"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the root's")
+    store = MetaStore(root)
+    store.commit(
+        CommitBatch(
+            logs=[("a.out", 1, [StoredFile(str(secret), 14, None)])],
+            sink_commits=[("out", 1, [StoredFile(str(tmp_path / "table" / "epoch-1.parquet"), 10, None)])],
+            epoch=1,
+        )
+    )
+    store.close()
+    store = MetaStore(root, read_only=True)
+    try:
+        with pytest.raises(CorruptStorageError, match=r"names '.*secret.txt' in message_logs, a file outside its storage root"):
+            store.logs("a.out")
+        with pytest.raises(CorruptStorageError):
+            store.all_files()
+        assert [f.path for f in store.sink_commits("out")[1]] == [str(tmp_path / "table" / "epoch-1.parquet")]
+    finally:
+        store.close()
+    dest = tmp_path / "copy"
+    with pytest.raises(CorruptStorageError, match="outside its storage root"):
+        copy_root(LocalFileSystem(), str(root), LocalFileSystem(), str(dest), dest)
+    assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*")), "nothing copied"
+
+
+def test_a_file_uri_root_judges_links_as_a_local_path(tmp_path: Path) -> None:
+    """A ``file:`` root goes through Hadoop's file system, which follows links as the
+    local one does: a link inside it leads outside."""
+    outside = important(tmp_path)
+    root = tmp_path / "root"
+    (root / "checkpoints").mkdir(parents=True)
+    (root / "checkpoints" / "agg").symlink_to(outside)
+    hadoop_like = object()  # any file system that is not the local one
+    for spelling in (f"file:{root}", f"file://{root}"):
+        assert not within(hadoop_like, spelling, f"{spelling}/checkpoints/agg/important_dir/data")  # type: ignore[arg-type]
+        assert within(hadoop_like, spelling, f"{spelling}/logs/x")  # type: ignore[arg-type]
+
+
+def test_status_reads_no_lock_file_through_a_link_a_fifo_or_a_device(tmp_path: Path) -> None:
+    """``falkirk status`` hung on a FIFO planted as the lock file (and would read a
+    link to /dev/zero until memory ran out): it refuses them, at once."""
+    from falkirk.ops.status import driver_holding
+
+    root = tmp_path / "root"
+    root.mkdir()
+    os.mkfifo(root / "falkirk.lock")
+    with pytest.raises(StorageError, match="not a regular file"):
+        driver_holding(str(root))
+    (root / "falkirk.lock").unlink()
+    (root / "falkirk.lock").symlink_to("/dev/zero")
+    with pytest.raises(StorageError, match="not a lock file Falkirk wrote"):
+        driver_holding(str(root))
+    (root / "falkirk.lock").unlink()
+    assert driver_holding(str(root)) is None
+
+
+def test_a_link_swapped_in_after_the_check_leads_nothing_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review's race: a folder on the way to a forgotten file replaced by a link
+    between the check that it lies inside and the deletion. The deletion walks down
+    from the root without following links, so it refuses instead of deleting there."""
+    outside = important(tmp_path)
+    (outside / "important_dir" / "part-0.parquet").write_text("keep me")
+    root = tmp_path / "root"
+    (root / "checkpoints" / "agg" / "w1").mkdir(parents=True)
+    (root / "checkpoints" / "agg" / "w1" / "part-0.parquet").write_text("old")
+    real_check = garbage._check_inside
+
+    def check_then_swap(fs, root_, path):  # type: ignore[no-untyped-def]
+        real_check(fs, root_, path)
+        agg = root / "checkpoints" / "agg"
+        (agg / "w1" / "part-0.parquet").unlink()
+        (agg / "w1").rmdir()
+        agg.rmdir()
+        agg.symlink_to(outside)  # checkpoints/agg now leads outside the root
+        (outside / "w1").mkdir()
+        (outside / "w1" / "part-0.parquet").write_text("keep me")
+
+    monkeypatch.setattr(garbage, "_check_inside", check_then_swap)
+    with pytest.raises(CorruptStorageError, match="changed while its garbage was collected"):
+        garbage.delete(LocalFileSystem(), str(root), [StoredFile(str(root / "checkpoints" / "agg" / "w1" / "part-0.parquet"), 3, None)])
+    assert untouched(outside) and (outside / "w1" / "part-0.parquet").read_text() == "keep me"

@@ -281,3 +281,23 @@ def test_a_root_whose_name_holds_uri_characters_is_opened_read_only_where_it_is(
     finally:
         store.close()
     assert list((tmp_path / "qq").iterdir()) == [], "nothing created beside the root"
+
+
+@pytest.mark.parametrize("name", ["qq?x", "a#b", "50%", "a b", "x?mode=rw"])
+def test_read_only_opens_a_root_whatever_its_name(tmp_path: Path, name: str) -> None:
+    """The read-only SQLite URI quotes the root's path (a root named ``qq?x`` opened
+    ``qq`` read-write), and a path starting with ``//`` is not read as an authority."""
+    import sqlite3
+
+    from falkirk.storage.schema import read_only_uri
+
+    root = tmp_path / name
+    MetaStore(root).close()
+    for spelling in (root / "meta.sqlite", "/" + str(root / "meta.sqlite")):  # "//tmp/...": the same file
+        conn = sqlite3.connect(read_only_uri(spelling), uri=True)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                conn.execute("CREATE TABLE planted (x)")
+        finally:
+            conn.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]

@@ -11,7 +11,7 @@ import pytest
 
 from falkirk.spark import cds
 from falkirk.storage import MetaStore, RootLock
-from falkirk.storage.permissions import cache_dir, trusted
+from falkirk.storage.permissions import UntrustedFolderError, cache_dir, trusted
 
 
 def mode(path: Path) -> int:
@@ -53,3 +53,50 @@ def test_the_cache_is_private_and_planted_artefacts_are_not_used(tmp_path: Path,
     if os.geteuid() == 0:  # a file of another user
         os.chown(archive, 65534, 65534)
         assert not trusted(archive)
+
+
+def test_a_root_or_cache_folder_someone_else_may_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted first by another user in a shared folder (or left open), a root or the
+    cache could have its metadata or jar replaced: refused, saying what to run."""
+    monkeypatch.setenv("FALKIRK_SHARED_GROUP", "0")
+    open_root = tmp_path / "open"
+    open_root.mkdir()
+    os.chmod(open_root, 0o777)
+    with pytest.raises(UntrustedFolderError, match=r"mode 777: someone else could plant files .*chmod go-w"):
+        RootLock(open_root).__enter__()
+    with pytest.raises(UntrustedFolderError):
+        MetaStore(open_root)
+    assert list(open_root.iterdir()) == []  # nothing written there
+    os.chmod(open_root, 0o770)
+    monkeypatch.setenv("FALKIRK_SHARED_GROUP", "1")  # the group is let in
+    MetaStore(open_root).close()
+    monkeypatch.setenv("FALKIRK_SHARED_GROUP", "0")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.chmod(cache, 0o777)
+    monkeypatch.setenv("FALKIRK_CACHE", str(cache))
+    with pytest.raises(UntrustedFolderError):
+        cache_dir("jars")
+    os.chmod(cache, 0o700)
+    (cache / "jars").mkdir(mode=0o700)
+    os.chmod(cache / "jars", 0o777)  # a level below, planted open
+    with pytest.raises(UntrustedFolderError):
+        cache_dir("jars")
+    unsafe_parent = tmp_path / "shared-no-sticky"
+    unsafe_parent.mkdir()
+    (unsafe_parent / "cache").mkdir(mode=0o700)
+    os.chmod(unsafe_parent, 0o777)  # anyone may rename the cache away and put theirs
+    monkeypatch.setenv("FALKIRK_CACHE", str(unsafe_parent / "cache"))
+    with pytest.raises(UntrustedFolderError, match="set FALKIRK_CACHE"):
+        cache_dir()
+    os.chmod(unsafe_parent, 0o1777)  # as /tmp: the sticky bit keeps others from it
+    assert cache_dir() == unsafe_parent / "cache"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_a_root_of_another_user_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(UntrustedFolderError, match="owned by uid 65534, not by you"):
+        MetaStore(theirs)

@@ -18,7 +18,7 @@ import pytest
 from falkirk.services import PostgresServer
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.pairs import TABLES, PairStore
-from falkirk.storage.pg_tables import MARKS, ensure, move_legacy
+from falkirk.storage.pg_tables import MARKS, ensure, move_legacy, present
 
 LEGACY_MARKS = "CREATE TABLE falkirk_sink_epochs (prefix text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (prefix, epoch))"
 
@@ -83,6 +83,48 @@ def test_a_schema_or_table_another_user_created_first_is_refused(db: Database, p
             conn.execute(f"ALTER SCHEMA falkirk OWNER TO app_{db.name}")
     with db.connect("app") as conn, pytest.raises(StorageError, match=rf"{planted} falkirk(\.sink_epochs)? belongs to other_{db.name}, not to app_{db.name}"):
         ensure(conn, [MARKS], "test", ("prefix", "p:"))
+
+
+def test_a_schema_and_table_of_a_group_role_the_user_shares_are_refused(db: Database) -> None:
+    """A role both users are members of: ``other`` could plant marks through it."""
+    group = f"group_{db.name}"
+    with db.connect("postgres") as conn:
+        conn.execute(f"CREATE ROLE {group}")
+        conn.execute(f"GRANT {group} TO app_{db.name}, other_{db.name}")
+        conn.execute(f"GRANT CREATE ON DATABASE {db.name} TO {group}")
+    try:
+        with db.connect("other") as conn:
+            conn.execute(f"SET ROLE {group}")
+            conn.execute("CREATE SCHEMA falkirk")
+            conn.execute("CREATE TABLE falkirk.sink_epochs (prefix text, epoch bigint, PRIMARY KEY (prefix, epoch))")
+            conn.execute("INSERT INTO falkirk.sink_epochs VALUES ('p:', 1)")
+        with db.connect("app") as conn, pytest.raises(StorageError, match=rf"schema falkirk belongs to {group}, not to app_{db.name}"):
+            ensure(conn, [MARKS], "test", ("prefix", "p:"))
+        with db.connect("app") as conn, pytest.raises(StorageError, match=rf"belongs to {group}"):
+            present(conn, MARKS)  # what falkirk resolve reads marks from
+    finally:
+        with db.connect("postgres") as conn:
+            conn.execute("DROP SCHEMA IF EXISTS falkirk CASCADE")
+            conn.execute(f"REVOKE ALL ON DATABASE {db.name} FROM {group}")
+            conn.execute(f"DROP ROLE {group}")
+
+
+def test_resolve_reads_marks_only_from_tables_of_its_own(db: Database) -> None:
+    """``falkirk resolve`` reads marks (``present``) before any driver of this version
+    ran: a planted legacy table, or a planted table in a schema of the user's, is
+    refused, not read (a planted mark would roll back an epoch the root keeps)."""
+    with db.connect("other") as conn:
+        conn.execute(LEGACY_MARKS)  # in public, found by the search path
+        conn.execute("INSERT INTO falkirk_sink_epochs VALUES ('a:', 5)")
+        conn.execute(f"GRANT SELECT ON falkirk_sink_epochs TO app_{db.name}")
+    with db.connect("app") as conn, pytest.raises(StorageError, match=rf"falkirk_sink_epochs belongs to other_{db.name}"):
+        present(conn, MARKS)
+    with db.connect("other") as conn:
+        conn.execute("DROP TABLE falkirk_sink_epochs")
+    with db.connect("app") as conn:
+        assert present(conn, MARKS) == []
+        ensure(conn, [MARKS], "test", ("prefix", "a:"))
+        assert present(conn, MARKS) == ["falkirk.sink_epochs"]
 
 
 def test_marks_of_an_earlier_falkirk_are_moved_per_sink_and_the_old_table_dropped_once_empty(db: Database) -> None:

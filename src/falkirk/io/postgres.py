@@ -68,7 +68,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from falkirk.io.exceptions import SinkError
-from falkirk.redact import redact_dsn, where_dsn
+from falkirk.redact import check_dsn, redact_dsn, where_dsn
 from falkirk.storage import StoredFile
 from falkirk.storage.identity import lease_key, transaction_prefix
 from falkirk.storage.pairs import keepalive_options
@@ -149,6 +149,10 @@ class PostgresSink:
         self.needs_prompt_release = self.mode == "upsert"
         if not 1 <= len(self.table.split(".")) <= 2 or not all(self.table.split(".")):
             raise SinkError(f"PostgresSink: table must be 'name' or 'schema.name', got {self.table!r}")
+        try:
+            check_dsn(self.dsn, f"PostgresSink({self.table!r})")
+        except ValueError as exc:
+            raise SinkError(str(exc)) from None
 
     # -- the TransactionalSink protocol ---------------------------------------------------
 

@@ -42,7 +42,7 @@ from pyspark.sql import types as T
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.io.exceptions import InputChangedError, SinkError, SourceError
-from falkirk.redact import redact_url
+from falkirk.redact import check_url, redact_url
 from falkirk.storage import StoredFile
 
 SCHEMA = T.StructType(
@@ -102,6 +102,10 @@ class RedisStreamSource:
     def __post_init__(self) -> None:
         if self.max_entries < 1:
             raise GraphError(f"RedisStreamSource({self.stream!r}): max_entries must be >= 1")
+        try:
+            check_url(self.url, f"RedisStreamSource({self.stream!r})")
+        except ValueError as exc:
+            raise GraphError(str(exc)) from None
 
     def __repr__(self) -> str:
         return (

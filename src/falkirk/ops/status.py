@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -50,17 +51,29 @@ def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
     return MetaStore(local, read_only=True)
 
 
+#: A lock file holds a short JSON record; more is never read.
+LOCK_READ_LIMIT = 4096
+
+
 def driver_holding(storage: str) -> str | None:
     """Who holds the root's lock (a running driver), or None. Never touches the lock
     itself (a probe could make a starting driver find it taken): on Linux the kernel's
     table of locks (``/proc/locks``) says whether any process holds it; elsewhere, whether
     the process the lock file names is alive on this host."""
     path = Path(storage.removeprefix("file://")) / LOCK_NAME
-    try:
-        st = os.stat(path)
-        recorded = path.read_bytes()
+    try:  # as the lock itself opens it: never through a link, never a FIFO or device
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise StorageError(f"{path} is not a lock file Falkirk wrote ({exc.strerror}): remove it") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StorageError(f"{path} is not a regular file: remove it (a driver writes a new lock file)")
+        recorded = os.read(fd, LOCK_READ_LIMIT)
+    finally:
+        os.close(fd)
     held = _flock_held(st)
     if held is None:  # no /proc/locks: judge by the recorded process
         try:

@@ -18,9 +18,11 @@ Served by uvicorn (Starlette) on a background thread for as long as ``run()`` ru
 bound to 127.0.0.1 unless another host is given. It changes nothing, but it shows
 the pipeline's structure and figures, so:
 
-* every request must name the dashboard in its ``Host`` header (``localhost``,
-  ``127.0.0.1``, ``[::1]`` or the bound host): a page of another site whose name
-  resolves to this machine (DNS rebinding) gets ``400``;
+* without a token, every request must name the dashboard in its ``Host`` header
+  (``localhost``, ``127.0.0.1``, ``[::1]``, the bound host, and bound to every
+  interface this machine's names and addresses): a page of another site whose name
+  resolves to this machine (DNS rebinding) gets ``400`` (with a token any name is
+  served: such a page cannot send the token);
 * a host other than the loopback is refused unless the engine is given a bearer
   token (``ui_token=``: every request must carry ``Authorization: Bearer <token>``,
   or ``?token=<token>`` - the page passes it on to its own requests) or is told
@@ -33,6 +35,7 @@ page says so and shows everything else.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import html
 import ipaddress
@@ -107,8 +110,11 @@ def parse_address(ui: str, *, token: str | None = None, allow_remote: bool = Fal
             )
         if token is None:
             logger.warning("falkirk dashboard on %s: reachable from other machines, without authentication (allow_remote=True)", host)
-    if token is not None and len(token) < 16:
-        raise GraphError("ui_token= must be at least 16 characters (e.g. secrets.token_urlsafe())")
+    if token is not None and (len(token) < 16 or len(set(token)) < 8 or any(c.isspace() for c in token)):
+        raise GraphError(
+            "ui_token= must be at least 16 characters, at least 8 of them different, no spaces "
+            "(e.g. secrets.token_urlsafe())"
+        )
     return host, number
 
 
@@ -172,10 +178,21 @@ def render_svg(dot_source: str) -> str:
     return svg[svg.index("<svg") :]  # without the XML prologue: inlined in the page
 
 
-def allowed_hosts(host: str) -> list[str]:
-    """The names a request's Host header may give (see the module docstring)."""
+def allowed_hosts(host: str, *, token: bool = False) -> list[str]:
+    """The names a request's Host header may give (see the module docstring). With a
+    token any: a page of another site (DNS rebinding) cannot send the token. Bound to
+    every interface (``0.0.0.0``, ``::``) without one: also this machine's names and
+    addresses, as other machines reach it."""
+    if token:
+        return ["*"]
     bound = f"[{host}]" if ":" in host else host
-    return list(dict.fromkeys([*LOOPBACK_NAMES, bound.lower()]))
+    names = [*LOOPBACK_NAMES, bound.lower()]
+    if host in ("0.0.0.0", "::"):
+        machine = socket.gethostname()
+        names += [machine.lower(), socket.getfqdn().lower()]
+        with contextlib.suppress(socket.gaierror):
+            names += [f"[{a}]" if ":" in a else a for a in {str(f[4][0]).split("%")[0] for f in socket.getaddrinfo(machine, None)}]
+    return list(dict.fromkeys(names))
 
 
 class Dashboard:
@@ -198,7 +215,7 @@ class Dashboard:
                 Mount("/metrics", app=make_asgi_app(registry=telemetry.registry)),
             ],
             middleware=[
-                Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
+                Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host, token=token is not None)),
                 *([Middleware(_BearerToken, token=token)] if token is not None else []),
             ],
         )

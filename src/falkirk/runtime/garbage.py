@@ -9,7 +9,7 @@ directories that no commit names (written by an attempt that crashed before its 
 from __future__ import annotations
 
 from falkirk.storage import CorruptStorageError, MetaStore, StoredFile
-from falkirk.storage.filesystem import FileSystem, part_files, within
+from falkirk.storage.filesystem import FileSystem, OutsideRootError, part_files, within
 
 #: The areas of a storage root that hold write directories (see write_parquet).
 AREAS = ("logs", "checkpoints")
@@ -27,13 +27,25 @@ def delete(fs: FileSystem, root: str, files: list[StoredFile]) -> None:
     parents: set[str] = set()
     for f in files:
         _check_inside(fs, root, f.path)
-        fs.delete(f.path)
+        _delete(fs, root, f.path)
         parents.add(f.path.rsplit("/", 1)[0])
     areas = {fs.join(root, area) for area in AREAS}
     for parent in parents:
         owner = parent.rsplit("/", 1)[0]
         if owner.rsplit("/", 1)[0] in areas and not part_files(fs, parent) and within(fs, root, parent):
-            fs.delete(parent)
+            _delete(fs, root, parent)
+
+
+def _delete(fs: FileSystem, root: str, path: str) -> None:
+    """Delete ``path`` below ``root``, reached without links (checked as deleted:
+    a link swapped in after the check above cannot lead outside)."""
+    try:
+        fs.delete_below(root, path)
+    except OutsideRootError as exc:
+        raise CorruptStorageError(
+            f"the storage root {root} changed while its garbage was collected: {exc}. Nothing outside the root "
+            "was deleted; something other than Falkirk writes into the root."
+        ) from None
 
 
 def sweep(fs: FileSystem, root: str, store: MetaStore) -> None:
@@ -47,7 +59,7 @@ def sweep(fs: FileSystem, root: str, store: MetaStore) -> None:
                 continue
             for d, is_dir in fs.children(owner):
                 if is_dir and d not in referenced and within(fs, root, d):
-                    fs.delete(d)
+                    _delete(fs, root, d)
 
 
 def _check_inside(fs: FileSystem, root: str, path: str) -> None:

@@ -78,6 +78,8 @@ def placement_jar() -> Path:
             for path in sorted(Path(scratch).rglob("*.class")):
                 out.write(path, path.relative_to(scratch).as_posix())
         staged.replace(jar)  # atomic: two drivers building at once both end with a whole jar
+    if not trusted(jar):  # replaced between the build and here
+        raise PlacementError(f"{jar} changed hands after it was built: check who else writes to {cache}")
     return jar
 
 

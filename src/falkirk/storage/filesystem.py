@@ -77,14 +77,20 @@ def local_path(uri: str) -> str | None:
     return rest
 
 
+class OutsideRootError(ValueError):
+    """A path to delete is not below the storage root it must be in."""
+
+
 def within(fs: FileSystem, root: str, path: str) -> bool:
     """Whether ``path`` lies inside the storage root ``root`` (strictly below it).
     A local path is judged where it really is, symbolic links resolved (a link out
     of the root leads outside); a URI path by its normalised spelling (``..``
     never leads back in)."""
     if isinstance(fs, LocalFileSystem):
-        real_root, real = os.path.realpath(root), os.path.realpath(path)
-        return real.startswith(real_root.rstrip("/") + "/")
+        return _really_within(root, path)
+    local_root, local = local_path(root), local_path(path)
+    if local_root is not None and local is not None:  # a file: URI: the same disk, the same links
+        return _really_within(local_root, local)
     if ".." in path.split("/"):
         return False
     scheme, _, rest = path.partition("://") if "://" in path else ("", "", path)
@@ -92,6 +98,11 @@ def within(fs: FileSystem, root: str, path: str) -> bool:
     if scheme != root_scheme:
         return False
     return posixpath.normpath(rest).startswith(posixpath.normpath(root_rest).rstrip("/") + "/")
+
+
+def _really_within(root: str, path: str) -> bool:
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    return real.startswith(real_root.rstrip("/") + "/")
 
 
 def safe_relative(rel: str) -> bool:
@@ -129,6 +140,13 @@ class FileSystem(Protocol):
 
     def delete(self, path: str) -> None:
         """Delete a file or a whole directory; missing paths are ignored."""
+        ...
+
+    def delete_below(self, root: str, path: str) -> None:
+        """Delete ``path`` (a file or a whole directory; missing: ignored) only if it
+        lies strictly below ``root`` when it is deleted, reached without following
+        a symbolic link (a link swapped in after a check cannot lead outside);
+        raises :class:`OutsideRootError` otherwise."""
         ...
 
     def replace(self, src: str, dst: str) -> None:
@@ -220,6 +238,34 @@ class LocalFileSystem:
             shutil.rmtree(path, ignore_errors=True)  # unlinks links inside; never follows them
         else:
             os.unlink(path)
+
+    def delete_below(self, root: str, path: str) -> None:
+        real_root = os.path.realpath(root)
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+        if not safe_relative(rel):
+            raise OutsideRootError(f"{path} is not below the storage root {root}")
+        *dirs, name = rel.split("/")
+        fd = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in dirs:  # each level opened from the one above, never through a link
+                try:
+                    below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    return
+                except OSError as exc:  # ELOOP / ENOTDIR: a link or a file where a folder should be
+                    raise OutsideRootError(f"{path}: {part!r} is not a folder of the storage root {root} ({exc.strerror})") from None
+                os.close(fd)
+                fd = below
+            try:
+                mode = os.lstat(name, dir_fd=fd).st_mode
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(name, dir_fd=fd, ignore_errors=True)
+            else:
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def replace(self, src: str, dst: str) -> None:
         os.replace(src, dst)
@@ -384,6 +430,15 @@ class HadoopFileSystem:
 
     def delete(self, path: str) -> None:
         self._fs(path).delete(self._path(path), True)
+
+    def delete_below(self, root: str, path: str) -> None:
+        local_root, local = local_path(root), local_path(path)
+        if local_root is not None and local is not None:  # the local disk, its links: judged as there
+            LocalFileSystem().delete_below(local_root, local)
+            return
+        if not within(self, root, path):
+            raise OutsideRootError(f"{path} is not below the storage root {root}")
+        self.delete(path)
 
     def _rename(self, src: str, dst: str, mode: str) -> None:
         jvm = self._jvm

@@ -437,7 +437,7 @@ class MetaStore:
             where = " AND ".join(f"{c} = ?" for c in key_cols)
             for key in keys:
                 for row in self._select(table, where, key):
-                    files.extend(self._files_from_json(row["files"]))
+                    files.extend(self._files_from_json(row["files"], table))
                 self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
         self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", forget.sinks)
         for sink, epoch in forget.sink_rollbacks.items():
@@ -497,7 +497,7 @@ class MetaStore:
                     "them or a fresh storage root"
                 )
             meta = checkpoint_from_json(topology, json.loads(row["record"]))
-            result[processor].append(StoredCheckpoint(meta, tuple(self._files_from_json(row["files"]))))
+            result[processor].append(StoredCheckpoint(meta, tuple(self._files_from_json(row["files"], "checkpoints"))))
         # Commit order is usually frontier order; sort by how many frontiers lie below
         # (a chain's order) so that out-of-order commits are listed correctly too.
         return {p: _chain_order(items) for p, items in result.items()}
@@ -517,13 +517,13 @@ class MetaStore:
     def sink_commits(self, sink: str) -> dict[int, tuple[StoredFile, ...]]:
         """Committed epochs of ``sink`` still kept, with their files."""
         rows = self._select("sink_commits", "sink = ?", (sink,), "epoch")
-        return {row["epoch"]: tuple(self._files_from_json(row["files"])) for row in rows}
+        return {row["epoch"]: tuple(self._files_from_json(row["files"], "sink_commits")) for row in rows}
 
     def logs(self, edge: str) -> dict[Tick, tuple[StoredFile, ...]]:
         """Committed message logs of ``edge`` per tick of its sender, in order (an
         epoch, or ``(epoch, iteration)`` in a loop; verify the files before use)."""
         rows = self._select("message_logs", "edge = ?", (edge,), "epoch, iteration")
-        return {column_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"])) for row in rows}
+        return {column_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"], "message_logs")) for row in rows}
 
     def log_epochs(self, edge: str) -> list[Tick]:
         """The ticks of ``edge`` with a committed log, in order."""
@@ -534,7 +534,7 @@ class MetaStore:
         oldest first (verify the files before use)."""
         rows = self._select("state_files", "processor = ?", (processor,), "epoch, iteration")
         return [
-            (column_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"])))
+            (column_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"], "state_files")))
             for row in rows
         ]
 
@@ -553,7 +553,7 @@ class MetaStore:
         found: list[StoredFile] = []
         for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
             for row in self._select(table):
-                found.extend(self._files_from_json(row["files"]))
+                found.extend(self._files_from_json(row["files"], table))
         return found
 
     # -- paths --------------------------------------------------------------------------
@@ -561,27 +561,34 @@ class MetaStore:
     def _files_json(self, files: Sequence[StoredFile]) -> str:
         return json.dumps([[self._relative(f.path), f.size, f.sha256] for f in files])
 
-    def _files_from_json(self, raw: str) -> list[StoredFile]:
-        return [StoredFile(self._absolute(path), size, digest) for path, size, digest in json.loads(raw)]
+    def _files_from_json(self, raw: str, table: str) -> list[StoredFile]:
+        return [StoredFile(self._absolute(path, table), size, digest) for path, size, digest in json.loads(raw)]
 
     def _relative(self, path: str) -> str:
         if path.startswith(self.root + "/"):
             return "@root/" + path[len(self.root) + 1 :]
         return path
 
-    def _absolute(self, path: str) -> str:
+    def _absolute(self, path: str, table: str) -> str:
         """A recorded path as the file system spells it: under the root for
-        ``@root/...`` (which must stay below it: no ``..``), else as recorded (a
-        sink's table lies outside the root)."""
+        ``@root/...`` (which must stay below it: no ``..``). Only a sink's files
+        (``sink_commits``) may lie outside the root, as recorded (a sink's table is
+        where its user put it); a checkpoint, log or state file named outside the
+        root (by damage, or by someone who wrote the metadata) is refused, never read,
+        copied or deleted."""
+        rel: str | None = None
         if path.startswith("@root/"):
             rel = path[len("@root/") :]
-            if not safe_relative(rel):
-                raise CorruptStorageError(
-                    f"metadata {self.path} names {path!r}, a file outside its storage root; it is not used. Restore "
-                    "the storage root from a backup, or start with a fresh one."
-                )
-            return self.fs.join(self.root, rel)
-        return path
+        elif path.startswith(self.root + "/"):  # written before paths were relative
+            rel = path[len(self.root) + 1 :]
+        elif table == "sink_commits":
+            return path
+        if rel is None or not safe_relative(rel):
+            raise CorruptStorageError(
+                f"metadata {self.path} names {path!r} in {table}, a file outside its storage root; it is not used. "
+                "Restore the storage root from a backup, or start with a fresh one."
+            )
+        return self.fs.join(self.root, rel)
 
 
 def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:

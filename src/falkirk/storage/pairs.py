@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from falkirk.redact import where_dsn
+from falkirk.redact import check_dsn, where_dsn
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.filesystem import StoredFile
 from falkirk.storage.pg_tables import OwnTable, ensure
@@ -128,6 +128,10 @@ class PairStore:
     call needs it. Thread-safe (one connection, used under a lock)."""
 
     def __init__(self, dsn: str, pair: str, member: str) -> None:
+        try:
+            check_dsn(dsn, f"driver pair {pair!r}")
+        except ValueError as exc:
+            raise PairError(str(exc)) from None
         self.dsn = dsn
         self.pair = pair
         self.member = member

@@ -11,7 +11,12 @@ jar). So:
   the machine read nothing (Spark's Parquet files inside get the process's umask,
   but a root of mode ``0700`` keeps everyone else out of them). With
   ``FALKIRK_SHARED_GROUP=1`` they are ``0750`` / ``0640`` instead: the group reads
-  (e.g. operators running ``falkirk status``). An existing folder keeps its mode.
+  (e.g. operators running ``falkirk status``). An existing folder keeps its mode,
+  but must be this user's and writable by nobody else (the group may write with
+  ``FALKIRK_SHARED_GROUP=1``), or :class:`UntrustedFolderError` says what to run:
+  someone else who can write a root or the cache can plant metadata or the jar.
+  The folders above the cache must not let others replace it (writable by others
+  only with the sticky bit, as ``/tmp``).
 * a cached artefact is used only when :func:`trusted`: a regular file owned by this
   user, in a folder owned by this user, neither writable by the group or others;
   otherwise it is built again (someone else could have planted it, and the jar goes
@@ -23,6 +28,8 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+
+from falkirk.storage.exceptions import StorageError
 
 #: ``1``: roots and the cache are readable by the group.
 SHARED_GROUP = "FALKIRK_SHARED_GROUP"
@@ -42,14 +49,67 @@ def file_mode() -> int:
     return 0o640 if shared() else 0o600
 
 
+class UntrustedFolderError(StorageError):
+    """A root's or the cache's folder someone else owns or may write to."""
+
+
 def private_dir(path: str | os.PathLike[str]) -> Path:
     """``path`` as a folder: created (with missing parents) with :func:`dir_mode` if
-    it does not exist; an existing one keeps its mode."""
+    it does not exist; an existing one keeps its mode but must be :func:`ours`
+    (else :class:`UntrustedFolderError`)."""
     folder = Path(path)
     if not folder.is_dir():
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, dir_mode())
+    check_ours(folder)
     return folder
+
+
+def check_ours(folder: Path) -> None:
+    """Refuse a folder that is another user's, or that the group (unless
+    ``FALKIRK_SHARED_GROUP=1``) or others may write to."""
+    st = os.stat(folder)
+    writable = stat.S_IWOTH | (0 if shared() or _private_group(st.st_gid) else stat.S_IWGRP)
+    if st.st_uid != os.geteuid() or st.st_mode & writable:
+        whose = "yours" if st.st_uid == os.geteuid() else f"owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+        raise UntrustedFolderError(
+            f"{folder} is {whose} with mode {stat.S_IMODE(st.st_mode):o}: someone else could plant files there that "
+            f"Falkirk trusts. Use a folder of your own (chmod go-w {folder}; FALKIRK_SHARED_GROUP=1 lets the group in)"
+        )
+
+
+def _private_group(gid: int) -> bool:
+    """A user-private group (umask 002 systems): this user's own primary group, with
+    no other members listed."""
+    import grp
+
+    if gid != os.getegid():
+        return False
+    try:
+        return not [m for m in grp.getgrgid(gid).gr_mem if m != _user_name()]
+    except KeyError:
+        return False
+
+
+def _user_name() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return ""
+
+
+def _check_ancestors(folder: Path) -> None:
+    """Refuse a cache whose parents let someone else rename or replace it."""
+    for parent in folder.resolve().parents:
+        st = os.stat(parent)
+        others_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if st.st_uid not in (0, os.geteuid()) or (others_write and not st.st_mode & stat.S_ISVTX):
+            raise UntrustedFolderError(
+                f"Falkirk's cache {folder} lies in {parent} (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}), "
+                "which someone else may change: set FALKIRK_CACHE to a folder in your own home"
+            )
 
 
 def restrict(path: str | os.PathLike[str]) -> None:
@@ -62,7 +122,11 @@ def cache_dir(*parts: str) -> Path:
     base = os.environ.get("FALKIRK_CACHE")
     root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "falkirk"
     private_dir(root)
-    return private_dir(root.joinpath(*parts)) if parts else root
+    _check_ancestors(root)
+    folder = root
+    for part in parts:  # each level: a planted level above would hold the rest
+        folder = private_dir(folder / part)
+    return folder
 
 
 def _ours(st: os.stat_result) -> bool:

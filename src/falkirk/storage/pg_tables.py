@@ -12,7 +12,8 @@ written", a planted members table point a catch-up at another root. So
 * creates the schema ``falkirk`` and the tables in it (``IF NOT EXISTS``) and
   refuses to go on (:class:`~falkirk.storage.exceptions.StorageError`, naming the
   owner and what to do) unless the schema and every table belong to the connecting
-  user or a role it is a member of;
+  user itself (not to a group role it is a member of: every other member of that
+  role could plant rows);
 * moves the rows of a table an earlier Falkirk created unqualified (found by the
   search path, e.g. ``public.falkirk_sink_epochs``) into the new one, then drops it:
   an append-mode sink keeps its marks across the change, and a mark the old table
@@ -80,16 +81,29 @@ def ensure(conn: Any, tables: Sequence[OwnTable], lock: str, mine: tuple[str, st
 def present(conn: Any, table: OwnTable) -> list[str]:
     """Where ``table``'s rows may be: the table and a legacy one, those that exist
     (as PostgreSQL quotes their names), for tools that read before any driver of this
-    version ran (``falkirk resolve``)."""
-    rows = conn.execute(
-        "SELECT to_regclass(%s)::text, to_regclass(%s)::text", (table.qualified, table.legacy)
-    ).fetchone()
-    return [name for name in rows if name is not None]
+    version ran (``falkirk resolve``). Read-only, with the owner checks of
+    :func:`ensure`: a table (or the schema) another user planted raises
+    :class:`StorageError` instead of being read (a planted mark would make
+    ``falkirk resolve`` roll back an epoch the root keeps)."""
+    found: list[str] = []
+    for name in (table.qualified, table.legacy):
+        row = conn.execute("SELECT to_regclass(%s)::text", (name,)).fetchone()
+        if row is None or row[0] is None:
+            continue
+        if name == table.qualified:
+            _check_owner(conn, "schema", SCHEMA, "SELECT nspowner FROM pg_namespace WHERE nspname = %s", (SCHEMA,))
+        _check_owner(conn, "table", row[0], "SELECT relowner FROM pg_class WHERE oid = to_regclass(%s)", (name,))
+        found.append(row[0])
+    return found
+
+
+#: SQL: whether the role oid ``owner`` is the connecting user itself.
+_IS_ME = "owner = (SELECT oid FROM pg_roles WHERE rolname = current_user)"
 
 
 def _check_owner(conn: Any, kind: str, name: str, query: str, args: tuple[str, ...]) -> None:
     row = conn.execute(
-        f"SELECT pg_has_role(current_user, owner, 'MEMBER'), owner::regrole::text, current_user FROM ({query}) AS o(owner)",
+        f"SELECT {_IS_ME}, owner::regrole::text, current_user FROM ({query}) AS o(owner)",
         args,
     ).fetchone()
     if row is None or not row[0]:
@@ -109,8 +123,8 @@ def move_legacy(conn: Any, table: OwnTable, mine: tuple[str, str]) -> int | None
     prepared transaction of an older Falkirk adds later are moved by the next call
     (a ``PostgresSink`` calls it again after it commits such transactions)."""
     row = conn.execute(
-        "SELECT c.oid::regclass::text, pg_has_role(current_user, c.relowner, 'MEMBER'), c.relowner::regrole::text "
-        "FROM pg_class c WHERE c.oid = to_regclass(%s)",
+        "SELECT c.oid::regclass::text, c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user), "
+        "c.relowner::regrole::text FROM pg_class c WHERE c.oid = to_regclass(%s)",
         (table.legacy,),
     ).fetchone()
     if row is None:

@@ -132,7 +132,7 @@ def column_tick(epoch: int, iteration: int) -> Tick:
 def read_only_uri(path: str | os.PathLike[str]) -> str:
     """The SQLite URI that opens the database at ``path`` read-only, its path quoted
     (a ``?`` or ``#`` in a directory's name is part of the path, not the URI's query)."""
-    return f"file:{quote(os.fspath(Path(path).absolute()))}?mode=ro"
+    return f"file://{quote(os.fspath(Path(path).absolute()))}?mode=ro"  # an empty authority: "//x" is a path
 
 
 def row_crc(values: Sequence[Any]) -> int:
