@@ -101,7 +101,9 @@ def test_a_crash_mid_loop_resumes_from_the_last_committed_iteration(spark, rows:
 
 @pytest.mark.parametrize(
     ("spec", "point"),
-    [("eager", "iteration.written:3"), ("lazy:2", "loop.computed:3"), ("lazy:2", "epoch.computed:3"), ("lazy:2", "commit.after:5")],
+    # the loop's own steps (the epoch's generic points are the example chains': each
+    # case is a driver start on CI's clock)
+    [("eager", "iteration.written:3"), ("lazy:2", "loop.computed:3")],
 )
 def test_crashes_at_the_loops_steps(spark, rows: Path, tmp_path: Path, spec: str, point: str) -> None:  # type: ignore[no-untyped-def]
     _crash(rows, tmp_path, spec, point)

@@ -56,14 +56,15 @@ def run(harness, spec: JoinSpec, left, right, *, policy=None) -> dict[int, list[
 
 
 @pytest.mark.parametrize(
-    ("how", "retain", "seed"), [("inner", None, 1), ("inner", 2, 2), ("left", 1, 3), ("left", 3, 4), ("full", 2, 5)]
+    # each kind of join once, with and without retention (each case is ~40 s of CI's clock)
+    ("how", "retain", "seed"), [("inner", None, 1), ("left", 3, 4), ("full", 2, 5)]
 )
 def test_join_matches_the_reference(harness, how: str, retain: int | None, seed: int) -> None:  # type: ignore[no-untyped-def]
     left, right = random_sides(seed)
     assert run(harness, JoinSpec(on=("k",), how=how, retain=retain), left, right) == reference(left, right, how, retain)
 
 
-@pytest.mark.parametrize(("how", "retain"), [("left", 2), ("full", 3)])
+@pytest.mark.parametrize(("how", "retain"), [("full", 3)])  # (full: both sides' unmatched rows)
 def test_unmatched_rows_survive_the_compaction_of_the_state(harness, how: str, retain: int) -> None:  # type: ignore[no-untyped-def]
     """Adversarial review: compaction (every 8 runs) dropped the rows in their last
     epoch before the join emitted the unmatched ones among them: sparse keys over 12
