@@ -3,12 +3,10 @@ master and three workers of one core and 1 GB each, from the pip pyspark:
 :mod:`falkirk.spark.standalone`), checked as on ``local[2]``: the whole output and
 dead-letter table equal one plain Spark batch job over the same input.
 
-* a worker and its executor SIGKILLed mid-run (a machine lost): with
-  ``--replicated`` every block of state has a copy on another executor, so the run
-  goes on with nothing rolled back; without it the lost state is rolled back and
-  recomputed in the same driver (and a second worker dies at a named moment of the
-  run, then the driver is SIGKILLed at a crash point and a new one finishes): the
-  exact output;
+* a worker and its executor SIGKILLed mid-run (a machine lost): the lost state is
+  rolled back and recomputed in the same driver (and a second worker dies at a
+  named moment of the run, then the driver is SIGKILLed at a crash point and a new
+  one finishes): the exact output;
 * only one processor paired (its policy's ``replicas=2``), a worker killed at a
   named moment: that processor is never rolled back for it.
 """
@@ -65,7 +63,7 @@ def clicks(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 
 def start(
-    clicks: Path, work: Path, cluster: standalone.Cluster, crash: str | None = None, replicated: bool = False, kill_workers: str | None = None
+    clicks: Path, work: Path, cluster: standalone.Cluster, crash: str | None = None, kill_workers: str | None = None
 ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("FALKIRK_CRASH_AT", "FALKIRK_KILL_WORKER_AT")}
     env["FALKIRK_SPARK_MASTER"] = cluster.url
@@ -75,7 +73,6 @@ def start(
     if crash:
         env["FALKIRK_CRASH_AT"] = crash
     args = ["--input", str(clicks), "--output", str(work / "out"), "--storage", str(work / "state"), "--rejected", str(work / "rej")]
-    args += ["--replicated"] if replicated else []
     return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -86,20 +83,18 @@ def check(work: Path, want: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert differences(pd.read_parquet(work / "rej"), want[2], name="rejected") == []
 
 
-@pytest.mark.parametrize("replicated", [True, False], ids=["replicated", "rollback"])
-def test_a_worker_killed_mid_run(cluster: standalone.Cluster, clicks, tmp_path: Path, replicated: bool) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_killed_mid_run(cluster: standalone.Cluster, clicks, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Once two epochs are out, at a random moment, worker 1 and its executor are
-    SIGKILLed; the driver goes on (one process) with the exact result. Replicated,
-    no state is lost (nothing rolls back) and the run ends by itself. Without copies
-    the loss is rolled back in place, a second worker dies at a named moment of the
-    same run (``state.written:2``: a checkpoint written, not committed), and then
-    the driver itself is SIGKILLed at a crash point (``sink.written:9``); a new
-    driver recovers on the last worker and finishes. A chain of kills: one driver
-    run per mechanism would take twice as long on a cluster."""
-    proc = start(
-        clicks[0], tmp_path, cluster, replicated=replicated,
-        kill_workers=None if replicated else "state.written:2", crash=None if replicated else "sink.written:9",
-    )  # fmt: skip
+    SIGKILLed; the driver goes on (one process): the loss is rolled back in place, a
+    second worker dies at a named moment of the same run (``state.written:2``: a
+    checkpoint written, not committed), and then the driver itself is SIGKILLed at a
+    crash point (``sink.written:9``); a new driver recovers on the last worker and
+    finishes with the exact result. A chain of kills: one driver run per mechanism
+    would take twice as long on a cluster. (State kept in two copies, which loses
+    nothing to a worker's loss, is ``test_one_processor_paired``'s: a processor's
+    ``replicas=2`` and the example's ``--replicated``, ``Engine(replicas=2)``, place
+    and re-create copies by the same code.)"""
+    proc = start(clicks[0], tmp_path, cluster, kill_workers="state.written:2", crash="sink.written:9")
     deadline = time.monotonic() + 300
     while len(list((tmp_path / "out").glob("epoch-*.parquet"))) < 2:
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
@@ -109,14 +104,11 @@ def test_a_worker_killed_mid_run(cluster: standalone.Cluster, clicks, tmp_path: 
     assert cluster.kill_worker(1)
     _, err = proc.communicate(timeout=600)
     log = err.decode()
-    assert proc.returncode == (0 if replicated else -signal.SIGKILL), log[-3000:]
-    assert cluster.alive_workers() == (2 if replicated else 1)
-    assert log.count("worker fault point") == (0 if replicated else 1) and "no worker left" not in log, log[-3000:]
-    # an epoch ran into the loss (the run had 6 epochs to go), and only without
-    # copies did it roll anything back
-    assert (LOST in log) is not replicated, log[-3000:]
-    if not replicated:  # the driver killed after the losses: a new one finishes
-        assert finish(start(clicks[0], tmp_path, cluster)) == 0
+    assert proc.returncode == -signal.SIGKILL, log[-3000:]
+    assert cluster.alive_workers() == 1
+    assert log.count("worker fault point") == 1 and "no worker left" not in log, log[-3000:]
+    assert LOST in log, log[-3000:]  # an epoch ran into the loss (the run had 6 epochs to go)
+    assert finish(start(clicks[0], tmp_path, cluster)) == 0  # the driver killed after the losses: a new one finishes
     check(tmp_path, clicks)
 
 
