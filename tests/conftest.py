@@ -36,6 +36,14 @@ def postgres_server() -> Iterator[object]:
         yield server
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (in their order otherwise): the workers then start on the long
+    crash chains and end on short tests, instead of one worker running a chain of
+    minutes alone at the end. The cluster's tests stay together at the front (one
+    worker takes them in turn; they share a lock)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With ``FALKIRK_TEST_TIMES=FILE``: each phase of each test that took a second
     or more, or failed, appended to FILE as it ends (a suite stopped by a time limit

@@ -32,6 +32,7 @@ from falkirk.demo.clickstream import (
 )
 from falkirk.demo.verify import differences
 from falkirk.io import clickstream_generator
+from falkirk.io.sinks import TABLE_LOCK
 from falkirk.runtime import Engine
 from falkirk.runtime.faults import POINTS
 from falkirk.storage.lock import LOCK_NAME
@@ -303,10 +304,12 @@ def test_a_paused_driver_loses_its_lease_and_can_never_commit_again(clicks: Path
     _wait_for(lambda: len(list(meta.glob("meta-*.sqlite"))) >= 2 and (tmp_path / "out" / "epoch-0000000002.parquet").exists(),
               "host A committed two epochs", host_a)
     host_a.send_signal(signal.SIGSTOP)
-    # Two machines on HDFS or S3 share no file lock: drop A's flock on the root
-    # directory from the namespace (A keeps a lock on a file nobody can open), so
+    # Two machines on HDFS or S3 share no file lock: drop A's flocks on the root and
+    # on its tables from the namespace (A keeps locks on files nobody can open), so
     # that only the lease stands between the drivers.
     (tmp_path / "state" / LOCK_NAME).unlink()
+    for table in ("out", "rej"):
+        (tmp_path / table / TABLE_LOCK).unlink()
     try:
         host_b = start(clicks, tmp_path, MIX, uri_cache=tmp_path / "b", env_extra={**lease, "FALKIRK_HOST": "host-b"})
         assert finish(host_b) == 0
