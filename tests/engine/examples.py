@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -35,6 +36,15 @@ def kill_at_each(run: Callable[[str], subprocess.Popen[bytes]], points: Sequence
     previous kill. Fails if a run ends without reaching its point."""
     for point in points:
         assert finish(run(point)) == -signal.SIGKILL, f"{point} was not reached"
+
+
+def kill_at_a_random_moment(proc: subprocess.Popen[bytes], seconds: float) -> int:
+    """SIGKILL ``proc`` after ``seconds`` unless it ended before (it may, on a fast
+    machine); its exit code, as :func:`finish`."""
+    time.sleep(seconds)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    return finish(proc)
 
 
 def run_example_here(example: str, args: list[str]) -> int:

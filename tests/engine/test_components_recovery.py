@@ -7,9 +7,7 @@ output and dead-letter table of a plain-Python union-find over the same input
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +25,7 @@ from falkirk.demo.components import (
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
 from falkirk.runtime.faults import LOOP_POINTS
-from tests.engine.examples import finish, kill_at_each
+from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -87,10 +85,6 @@ def test_killed_at_each_crash_point_and_at_a_random_moment(spark: SparkSession, 
     killed at a random moment (it may finish first on a fast machine); then the rest
     runs in this process."""
     kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN)
-    proc = start(inputs, tmp_path)
-    time.sleep(random.Random(8).uniform(8.0, 16.0))
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    finish(proc)
+    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(8).uniform(8.0, 16.0))
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[1])

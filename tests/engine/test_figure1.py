@@ -9,9 +9,7 @@ failure in each rolls back) are checked against the policies."""
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +27,7 @@ from falkirk.demo.figure1 import (
 )
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
-from tests.engine.examples import finish, kill_at_each
+from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -131,10 +129,6 @@ def test_killed_at_each_regimes_crash_points_and_at_a_random_moment(spark, input
     """The chain; then a run killed at a random moment (it may finish before its
     moment comes on a fast machine); then the rest, in this process."""
     kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN)
-    proc = start(inputs, tmp_path)
-    time.sleep(random.Random(1).uniform(10.0, 25.0))
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    finish(proc)
+    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(1).uniform(10.0, 25.0))
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[2])
