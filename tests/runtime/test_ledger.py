@@ -33,7 +33,8 @@ def topology(p: Pipeline) -> Topology:
 
 
 def computed(ledger: Ledger, epoch: int, tmp: Path) -> CommitBatch:
-    """What the engine's workers would have written for ``epoch`` (files stand in)."""
+    """What the engine's workers would have written for ``epoch`` (files stand in,
+    inside the storage root ``tmp``: the metastore refuses a file named outside it)."""
     def file(name: str) -> list[StoredFile]:
         return [StoredFile(str(tmp / f"{name}-e{epoch}.parquet"), 10, "0" * 64)]
 
@@ -65,7 +66,7 @@ def test_metadata_and_per_epoch_cost_stay_flat_over_thousands_of_epochs(tmp_path
         started = time.perf_counter()
         planned = ledger.plan(epoch)
         assert planned == {"src": {"n": epoch}}
-        deleted += len(ledger.commit(epoch, computed(ledger, epoch, tmp_path), list(p.processors)))
+        deleted += len(ledger.commit(epoch, computed(ledger, epoch, tmp_path / "state"), list(p.processors)))
         seconds.append(time.perf_counter() - started)
         if epoch in (500, 1000, 3000):
             sizes[epoch] = db_bytes(store)
@@ -88,7 +89,7 @@ def test_a_replayed_epoch_gets_its_first_offsets_even_after_pruning(tmp_path: Pa
     ledger.start_monitor()
     for epoch in range(1, 13):
         ledger.plan(epoch)
-        ledger.commit(epoch, computed(ledger, epoch, tmp_path), list(p.processors))
+        ledger.commit(epoch, computed(ledger, epoch, tmp_path / "state"), list(p.processors))
     # Epochs below the source's low-watermark are forgotten; a rollback never reads
     # them again, and an epoch planned before is never planned anew.
     assert min(ledger.offsets["src"]) > 1
