@@ -60,6 +60,12 @@ DEFAULTS: dict[str, str] = {
     # the planner and reshuffle the whole state every epoch.
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
+    # Spark compiles (Janino) the code it generates for each plan and keeps the last
+    # 100 classes. One epoch of the windowed example alone needs ~120, so with the
+    # default every epoch compiled them all again: ~1,900 compiles and 30 s of a 16-epoch
+    # run on two cores (issue 35). With room for them, epochs after the first compile
+    # nothing and a warm run of those 8 epochs takes 30 s instead of 45 s.
+    "spark.sql.codegen.cache.maxEntries": "4000",
     # An epoch's input is often one small file: at Spark's default cost of opening a
     # file (4 MB) a file under ~4 MB is read by one task on one core. At 1 MB it is
     # split across the cores (CSV and JSON lines, Parquet row groups).
