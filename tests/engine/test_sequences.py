@@ -103,9 +103,10 @@ def test_a_crash_mid_epoch_resumes_after_the_last_committed_chunk(spark, rows: P
 
 #: Each run is killed at the next point (the n-th time that run reaches it, its
 #: recovery included), so each recovers from the previous kill: every step of a
-#: chunk - written, committed, the loop computed, the sink written, garbage
-#: collected - is recovered from, and the rest runs to the end.
-CHUNK_CHAIN = ["chunk.committed:4", "chunk.written:1", "loop.computed:2", "sink.written:1", "gc.before:1"]
+#: chunk - written, committed, its logs collected - is recovered from, and the rest
+#: runs to the end. (The loop's and the sink's generic points are killed at in the
+#: loop and example chains; each killed run is a driver start on CI's clock.)
+CHUNK_CHAIN = ["chunk.committed:4", "chunk.written:1", "gc.before:1"]
 
 
 def test_crashes_at_every_step_of_a_chunk(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
