@@ -30,8 +30,11 @@ def test_python_example_gives_the_documented_rollback() -> None:
     assert "{'e1': (), 'e2': (4,)}" in code
 
 
-def test_readme_starts_with_the_quick_start() -> None:
-    assert README.startswith("## Quick start\n")
+def test_readme_opens_with_the_title_a_paragraph_and_the_quick_start() -> None:
+    title, paragraph, rest = README.split("\n\n", 2)
+    assert title == "# Falkirk"
+    assert paragraph.startswith("Falkirk is a streaming dataflow engine for PySpark") and "#" not in paragraph
+    assert rest.startswith("## Quick start\n")
 
 
 def test_pipeline_example_runs(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
