@@ -62,9 +62,10 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # Spark compiles (Janino) the code it generates for each plan and keeps the last
     # 100 classes. One epoch of the windowed example alone needs ~120, so with the
-    # default every epoch compiled them all again: ~1,900 compiles and 30 s of a 16-epoch
-    # run on two cores (issue 35). With room for them, epochs after the first compile
-    # nothing and a warm run of those 8 epochs takes 30 s instead of 45 s.
+    # default every epoch compiled them all again (940 compiles per 8-epoch run). With
+    # room for them, epochs after the first compile nothing: a warm run 38.8 s -> 30.6 s
+    # on two cores (bench/codegen_cache.py). The cache stays bounded (least recently
+    # used classes go), so a long run's memory does not grow with its epochs.
     "spark.sql.codegen.cache.maxEntries": "4000",
     # An epoch's input is often one small file: at Spark's default cost of opening a
     # file (4 MB) a file under ~4 MB is read by one task on one core. At 1 MB it is
