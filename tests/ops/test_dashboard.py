@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 
 from falkirk.graph import EagerCheckpoint, GraphError, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import MemorySink, keyed_generator
+from falkirk.observe.address import parse_address
 from falkirk.runtime import Engine
-from falkirk.runtime.dashboard import parse_address
 
 PROCESSORS = {"src", "double", "eager", "lazy", "out_eager", "out_lazy"}
 METRICS = [

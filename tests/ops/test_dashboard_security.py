@@ -14,7 +14,8 @@ import pytest
 
 from falkirk.graph import GraphError, Pipeline
 from falkirk.io import MemorySink, keyed_generator
-from falkirk.runtime.dashboard import Dashboard, allowed_hosts, fill, parse_address
+from falkirk.observe.address import parse_address
+from falkirk.observe.dashboard import Dashboard, allowed_hosts, fill
 from falkirk.runtime.description import describe
 from falkirk.runtime.epochs import topology
 from falkirk.runtime.observer import telemetry_for

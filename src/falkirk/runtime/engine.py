@@ -37,11 +37,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph import GraphError, Pipeline
+from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime import garbage, rollback
@@ -49,7 +51,6 @@ from falkirk.runtime.admission import Admission
 from falkirk.runtime.barriers import BarrierClock
 from falkirk.runtime.changes import check_unchanged, record_signatures, signatures
 from falkirk.runtime.commits import Committer
-from falkirk.runtime.dashboard import Dashboard, parse_address
 from falkirk.runtime.description import describe
 from falkirk.runtime.edges import EdgeActions
 from falkirk.runtime.epoch import EpochRunner, EpochWork
@@ -82,6 +83,9 @@ from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity, establish
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
+
+if TYPE_CHECKING:
+    from falkirk.observe.dashboard import Dashboard
 
 logger = logging.getLogger(__name__)
 
@@ -177,14 +181,14 @@ class Engine:
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
         #: JSON status and Prometheus metrics, served while :meth:`run` runs.
         #: A host other than the loopback needs ``ui_token=`` (a bearer token every
-        #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.runtime.dashboard`).
+        #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.observe.dashboard`).
         #: ``FALKIRK_UI_TOKEN`` gives the token when ``ui_token`` is not given.
         ui_token = ui_token or os.environ.get("FALKIRK_UI_TOKEN") or None
         self.ui = parse_address(ui, token=ui_token, allow_remote=allow_remote) if ui is not None else None
         self._ui_token = ui_token
         self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
         self.observer = Observer(pipeline, self.telemetry)
-        self.dashboard: Dashboard | None = None
+        self.dashboard: Dashboard | None = None  # started by run() when ui= is given
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -241,6 +245,8 @@ class Engine:
         self._idle = (idle_timeout, poll_interval)
         self._finish = finish
         if self.ui is not None and self.telemetry is not None:
+            from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for
+
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
         try:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 
 from falkirk.graph import Pipeline
+from falkirk.observe.telemetry import Telemetry
 from falkirk.runtime.epoch import EpochWork
 from falkirk.runtime.epochs import tick
 from falkirk.runtime.state import RunState
-from falkirk.runtime.telemetry import Telemetry
 from falkirk.storage import StoredFile
 from falkirk.time.ticks import epochs_done
 

@@ -19,13 +19,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph import Pipeline, Processor
+from falkirk.observe.telemetry import Telemetry
 from falkirk.operators import Operator
 from falkirk.recovery import Topology
 from falkirk.runtime import garbage
 from falkirk.runtime.epochs import input_log_key
 from falkirk.runtime.ledger import Ledger
 from falkirk.runtime.report import RunReport
-from falkirk.runtime.telemetry import Telemetry
 from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files

@@ -12,7 +12,7 @@
   "state_bytes", "records", "records_per_second"}}, "edges", "last_recovery",
   "timeline"}``.
 * ``/api/graph.svg``: the drawing alone. ``/metrics``: Prometheus metrics (see
-  :mod:`falkirk.runtime.telemetry`).
+  :mod:`falkirk.observe.telemetry`).
 
 Served by uvicorn (Starlette) on a background thread for as long as ``run()`` runs;
 bound to 127.0.0.1 unless another host is given. It changes nothing, but it shows
@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import html
-import ipaddress
 import logging
 import re
 import shutil
@@ -60,7 +59,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from falkirk.graph import GraphError
-from falkirk.runtime.telemetry import Telemetry
+from falkirk.observe.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -79,43 +78,6 @@ OTHER_COLOUR = "#ffffff"
 #: The names a request may give the dashboard in its Host header, besides the bound host.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
-
-
-def parse_address(ui: str, *, token: str | None = None, allow_remote: bool = False) -> tuple[str, int]:
-    """``"PORT"`` (on 127.0.0.1), ``"HOST:PORT"`` or ``"[IPv6]:PORT"``; port 0 picks a
-    free one. The host must resolve (checked now, not when the server starts). A
-    host that is not the loopback needs ``token`` (a bearer token every request must
-    carry) or ``allow_remote=True``."""
-    if ui.startswith("["):
-        host, _, rest = ui[1:].partition("]")
-        port = rest.removeprefix(":") if rest.startswith(":") else "-1"
-    else:
-        host, _, port = ui.rpartition(":")
-        if ":" in host:
-            raise GraphError(f"ui={ui!r}: write an IPv6 address in brackets, e.g. '[::1]:8050'")
-    number = int(port) if port.isascii() and port.isdigit() else -1
-    if not 0 <= number <= 65535:
-        raise GraphError(f"ui={ui!r}: give 'PORT' or 'HOST:PORT' (e.g. '127.0.0.1:8050'; port 0 picks a free one)")
-    host = host or "127.0.0.1"
-    try:
-        found = socket.getaddrinfo(host, number, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise GraphError(f"ui={ui!r}: host {host!r} is not an address of this machine or a name that resolves ({exc})") from exc
-    if not all(ipaddress.ip_address(str(f[4][0]).split("%")[0]).is_loopback for f in found):
-        if token is None and not allow_remote:
-            raise GraphError(
-                f"ui={ui!r} is reachable from other machines: give ui_token= (a bearer token every request "
-                "must carry), or allow_remote=True to let anyone who reaches the port read the dashboard, or "
-                "bind 127.0.0.1"
-            )
-        if token is None:
-            logger.warning("falkirk dashboard on %s: reachable from other machines, without authentication (allow_remote=True)", host)
-    if token is not None and (len(token) < 16 or len(set(token)) < 8 or any(c.isspace() for c in token)):
-        raise GraphError(
-            "ui_token= must be at least 16 characters, at least 8 of them different, no spaces "
-            "(e.g. secrets.token_urlsafe())"
-        )
-    return host, number
 
 
 class _BearerToken:
@@ -272,7 +234,7 @@ class Dashboard:
             f'<span class="swatch" style="background:{colour}"></span>{html.escape(policy)} '
             for policy, colour in POLICY_COLOURS.items()
         )
-        page = resources.files("falkirk.runtime").joinpath("dashboard.html").read_text(encoding="utf-8")
+        page = resources.files("falkirk.observe").joinpath("dashboard.html").read_text(encoding="utf-8")
         return HTMLResponse(fill(page, {"pipeline": html.escape(self.telemetry.pipeline), "legend": legend, "drawing": drawing}))
 
     def _drawing(self) -> str | None:
