@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from falkirk.control.faults import POINTS
 from falkirk.demo.clickstream import (
     batch_output,
     batch_rejected,
@@ -34,7 +35,6 @@ from falkirk.demo.verify import differences
 from falkirk.io import clickstream_generator
 from falkirk.io.sinks import TABLE_LOCK
 from falkirk.runtime import Engine
-from falkirk.runtime.faults import POINTS
 from falkirk.storage.lock import LOCK_NAME
 from tests.engine.clickstream_runner import policy
 from tests.engine.examples import kill_at_each, run_example_here

@@ -69,7 +69,7 @@ def test_an_executor_lost_in_a_loop_s_stage_is_recovered_in_the_same_driver(spar
     third iteration of an epoch committed, in the loop's stage, outside an epoch's
     computation: the next iteration fails, and the engine recovers in this process
     from the committed metadata, as a restart would, with the exact output."""
-    from falkirk.runtime import commits as commits_module
+    from falkirk.execution import commits as commits_module
     from falkirk.spark.blocks import checkpointed_rdds, lost_blocks
 
     edges = tmp_path / "edges"

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
+from falkirk.control.faults import LOOP_POINTS
 from falkirk.demo.components import (
     OUTPUT_COLUMNS,
     REJECTED_COLUMNS,
@@ -24,7 +25,6 @@ from falkirk.demo.components import (
 )
 from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
-from falkirk.runtime.faults import LOOP_POINTS
 from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 

@@ -215,7 +215,7 @@ def test_a_barrier_every_few_seconds(spark: SparkSession, tmp_path: Path, monkey
     time is replaced by one that moves 1 s per reading and stands still on request."""
     import types
 
-    import falkirk.runtime.barriers as barriers_module
+    import falkirk.control.barriers as barriers_module
 
     clock = {"now": 0.0, "step": 1.0}
 

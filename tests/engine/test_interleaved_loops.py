@@ -25,10 +25,10 @@ import pytest
 
 from falkirk.demo.halving import build, expected, expected_held, iterations, write
 from falkirk.demo.verify import differences
+from falkirk.execution.epoch import EpochRunner
 from falkirk.graph import EagerCheckpoint, GraphError, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.runtime import Engine
-from falkirk.runtime.epoch import EpochRunner
 from falkirk.spark.blocks import cached_partitions, checkpointed_rdds
 from falkirk.storage import MetaStore
 from falkirk.time import INF

@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from falkirk.control.domains import topology
 from falkirk.demo.verify import differences
 from falkirk.graph import EagerCheckpoint, GlobalCheckpoints, GraphError, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.recovery import solve
 from falkirk.runtime import Engine
-from falkirk.runtime.epochs import topology
 from falkirk.storage import MetaStore
 from falkirk.time import INF, Frontier, SeqDomain
 from falkirk.time.ticks import SEQ_BLOCK

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from falkirk.control.domains import topology
+from falkirk.execution.description import describe
+from falkirk.execution.observer import telemetry_for
 from falkirk.graph import GraphError, Pipeline
 from falkirk.io import MemorySink, keyed_generator
 from falkirk.observe.address import parse_address
 from falkirk.observe.dashboard import Dashboard, allowed_hosts, fill
-from falkirk.runtime.description import describe
-from falkirk.runtime.epochs import topology
-from falkirk.runtime.observer import telemetry_for
 
 TOKEN = "s3cret-token-0123456789"
 

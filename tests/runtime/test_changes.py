@@ -1,12 +1,13 @@
 """What a restart may change on a root that holds state, without Spark: state
 signatures compared (:mod:`falkirk.graph.signatures`) and the policy moves allowed
-from what a root holds (:mod:`falkirk.runtime.changes`). The engine's refusals are
+from what a root holds (:mod:`falkirk.execution.changes`). The engine's refusals are
 in tests/engine/test_pipeline_changes.py."""
 
 from __future__ import annotations
 
 import pytest
 
+from falkirk.execution.changes import Held, policy_change, restores_from
 from falkirk.graph import (
     AtBarriers,
     ContinuousEventualCheckpoint,
@@ -19,7 +20,6 @@ from falkirk.graph import (
     Stateless,
 )
 from falkirk.graph.signatures import StateSignature
-from falkirk.runtime.changes import Held, policy_change, restores_from
 
 STATS = StateSignature.of(
     "aggregate",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from falkirk.runtime.garbage import delete
+from falkirk.control.garbage import delete
 from falkirk.storage import CorruptStorageError, LocalFileSystem, StoredFile
 
 

@@ -10,10 +10,10 @@ import statistics
 import time
 from pathlib import Path
 
+from falkirk.control.domains import EPOCHS
+from falkirk.control.ledger import Ledger
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.recovery import Topology
-from falkirk.runtime.epochs import EPOCHS
-from falkirk.runtime.ledger import Ledger
 from falkirk.storage import CommitBatch, MetaStore, StoredFile
 from tests.runtime.fakes import CountingSource, NullSink
 

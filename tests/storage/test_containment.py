@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from falkirk.runtime import garbage
+from falkirk.control import garbage
 from falkirk.storage import (
     CorruptStorageError,
     LocalFileSystem,

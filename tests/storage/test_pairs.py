@@ -111,10 +111,10 @@ def test_rows_every_live_member_released_are_collected(pair: tuple[PairStore, Pa
 def test_a_pair_refuses_sinks_in_one_driver_s_memory_and_roots_of_another_identity(postgres_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from falkirk.demo.clickstream import build_pipeline
     from falkirk.demo.redis_postgres import build_pipeline as redis_to_postgres
+    from falkirk.execution.checks import check_pair_sinks
     from falkirk.graph import GraphError, Pipeline
     from falkirk.io import FileSource
     from falkirk.io.sinks import MemorySink
-    from falkirk.runtime.setup import check_pair_sinks
     from falkirk.storage import MetaStore
     from falkirk.storage.identity import IdentityError, RootIdentity, establish
 

@@ -314,9 +314,9 @@ def explain(pipeline: Pipeline, storage: str | Path) -> dict[str, list[str]]:
     application: every processor failed, as after a restart). Per regime, one line
     per processor that rolls back: where to, the epochs it re-does, how its state
     comes back, and the solver's reason; then the logs that are re-sent."""
+    from falkirk.control import xi
+    from falkirk.control.domains import tick, topology
     from falkirk.recovery import solve
-    from falkirk.runtime import xi
-    from falkirk.runtime.epochs import tick, topology
     from falkirk.storage import MetaStore
     from falkirk.time.ticks import epochs_done
 

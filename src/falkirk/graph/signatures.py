@@ -9,7 +9,7 @@ epochs - and nothing fails. So every keyed operator says what its state depends 
 (:meth:`falkirk.operators.Operator.state_signature`), the engine records it with the
 pipeline's description in the storage root, and a restart whose signature differs
 from the recorded one is refused before any work, naming what changed
-(:mod:`falkirk.runtime.changes`).
+(:mod:`falkirk.execution.changes`).
 
 A signature holds what fixes the meaning of the stored rows and nothing else: the
 key columns, the functions computed into the state with their input columns, the

@@ -19,7 +19,7 @@ An operator is the runtime half of one processor: the engine calls
 
 A keyed operator also says, after :meth:`Operator.set_up`, what its stored state
 means (:meth:`Operator.state_signature`): a restart whose state would mean something
-else is refused before it reads any (:mod:`falkirk.runtime.changes`).
+else is refused before it reads any (:mod:`falkirk.execution.changes`).
 
 What the policy persists besides (logged outputs, logged inputs for
 :class:`~falkirk.graph.FullHistory`) and all metadata are the engine's: an operator

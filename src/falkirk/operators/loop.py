@@ -1,6 +1,6 @@
 """The edges of a loop region (:mod:`falkirk.graph.loops`) as operators: ``enter``,
 ``feedback`` and ``leave`` pass their input on unchanged. What makes them a loop is
-when the engine runs them (:mod:`falkirk.runtime.loop`): ``enter`` hands epoch e's rows
+when the engine runs them (:mod:`falkirk.execution.loop_stage`): ``enter`` hands epoch e's rows
 to iteration 0, a ``feedback`` hands iteration i's rows to iteration i + 1, and
 ``leave`` gets the rows of every iteration of epoch e at once."""
 

@@ -8,7 +8,7 @@ its place in the partition - no record goes through the driver. It is computed o
 per epoch and logged (the spec's only policy), so a replay sees the same numbers.
 
 ``regroup`` passes rows on unchanged: the engine hands it all of an epoch's rows at
-once, after the region's last chunk (:mod:`falkirk.runtime.sequence`).
+once, after the region's last chunk (:mod:`falkirk.execution.sequence_stage`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Works on a running pipeline and on a stopped one: the metadata database is opened
 read-only (SQLite lets a reader in next to the running driver), the pipeline's
-description recorded at its start (:mod:`falkirk.runtime.description`) says what
+description recorded at its start (:mod:`falkirk.execution.description`) says what
 the processors are, and the recovery solver is run on the committed Ξ records
 exactly as a restart would run it, so ``recovery`` is the plan a driver started now
 would follow, with the solver's explanation of every frontier. Needs no Spark.
@@ -17,11 +17,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from falkirk.control.domains import tick
 from falkirk.ops.transactions import in_doubt
 from falkirk.recovery import CheckpointMeta, Topology, solve
 from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
-from falkirk.runtime.epochs import tick
 from falkirk.storage import LocalFileSystem, MetaStore, StorageError
 from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import StoredFile, is_uri

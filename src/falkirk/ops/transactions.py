@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from falkirk.control.domains import tick
 from falkirk.recovery import solve
 from falkirk.recovery.scenario import parse_scenario
 from falkirk.redact import where_dsn
-from falkirk.runtime.epochs import tick
 from falkirk.storage import MetaStore, RootLock, StorageError
 from falkirk.storage.identity import (
     IdentityError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
+from falkirk.execution.report import RunReport
 from falkirk.runtime.engine import Engine
-from falkirk.runtime.report import RunReport
 
 __all__ = ["Engine", "RunReport"]

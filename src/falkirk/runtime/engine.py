@@ -1,30 +1,30 @@
 """The engine: runs a pipeline epoch by epoch and recovers it after any crash.
 
-One epoch, step by step (the crash points of :mod:`falkirk.runtime.faults` are named):
+One epoch, step by step (the crash points of :mod:`falkirk.control.faults` are named):
 
 1. Plan: each source picks the epoch's input (its offsets) from its position and the
    plan is committed before any work, so a replay reads exactly the same input
-   (``epoch.planned``); see :mod:`falkirk.runtime.ledger`.
+   (``epoch.planned``); see :mod:`falkirk.control.ledger`.
 2. Compute: every processor runs its operator's step as Spark jobs, in graph order;
    processors that already hold the epoch (after a rollback) skip it, and receivers
    that need their output read it from the log (the rollback's re-send, Q'(e)).
 3. Persist: logged outputs and keyed-state checkpoints are written as Parquet under
    fresh names (``epoch.computed``); sinks write their epoch file (``sink.written``);
-   see :mod:`falkirk.runtime.epoch`.
+   see :mod:`falkirk.execution.epoch`.
 4. Commit: once the sources confirm the epoch's input is unchanged, one metadata
    transaction records the logs, the checkpoint files, the Ξ(p, ↓e) of every
-   processor that can now roll back to the epoch (:mod:`falkirk.runtime.xi`), and
+   processor that can now roll back to the epoch (:mod:`falkirk.control.xi`), and
    forgets what the previous commit's low-watermarks let go (``commit.before`` /
    ``commit.after``).
 5. Collect: the files of the forgotten records are deleted (``gc.before``); the new
    low-watermarks say what the next commit forgets. Steps 4 and 5 are
-   :mod:`falkirk.runtime.commits`.
+   :mod:`falkirk.execution.commits`.
 
 Recovery: on start, if the storage root holds an earlier run, every processor is
 failed; the solver picks a consistent frontier for each from the committed Ξ records
 (logged at INFO with the reason), keyed state is restored from its checkpoints (each
 file checked against its committed size and SHA-256 first), and the loop resumes
-from the earliest frontier (:mod:`falkirk.runtime.rollback`).
+from the earliest frontier (:mod:`falkirk.coordinator.rollback`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,28 +43,14 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from falkirk.graph import GraphError, Pipeline
-from falkirk.observe.address import parse_address
-from falkirk.operators import Operator
-from falkirk.operators.sink import SinkOperator
-from falkirk.runtime import garbage, rollback
-from falkirk.runtime.admission import Admission
-from falkirk.runtime.barriers import BarrierClock
-from falkirk.runtime.changes import check_unchanged, record_signatures, signatures
-from falkirk.runtime.commits import Committer
-from falkirk.runtime.description import describe
-from falkirk.runtime.edges import EdgeActions
-from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.epochs import topology
-from falkirk.runtime.faults import armed_failures, crash_point
-from falkirk.runtime.ledger import Ledger
-from falkirk.runtime.loop import LoopStage
-from falkirk.runtime.losses import give_up_after, prepare_rollback, run_recovering
-from falkirk.runtime.observer import Observer, telemetry_for
-from falkirk.runtime.pairing import Pair, join_pair
-from falkirk.runtime.report import RunReport
-from falkirk.runtime.sequence import SequenceStage
-from falkirk.runtime.setup import (
+from falkirk.control.barriers import BarrierClock
+from falkirk.control.domains import topology
+from falkirk.control.faults import armed_failures, crash_point
+from falkirk.control.ledger import Ledger
+from falkirk.coordinator.coordinator import RecoveryCoordinator
+from falkirk.execution.admission import Admission
+from falkirk.execution.changes import check_unchanged, record_signatures, signatures
+from falkirk.execution.checks import (
     check_pair_sinks,
     check_replicas,
     check_spelling,
@@ -72,7 +59,20 @@ from falkirk.runtime.setup import (
     set_up_operators,
     written_places,
 )
-from falkirk.runtime.state import RunState
+from falkirk.execution.commits import Committer
+from falkirk.execution.description import describe
+from falkirk.execution.edges import EdgeActions
+from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.loop_stage import LoopStage
+from falkirk.execution.observer import Observer, telemetry_for
+from falkirk.execution.pairing import Pair, join_pair
+from falkirk.execution.report import RunReport
+from falkirk.execution.run_state import RunState
+from falkirk.execution.sequence_stage import SequenceStage
+from falkirk.graph import GraphError, Pipeline
+from falkirk.observe.address import parse_address
+from falkirk.operators import Operator
+from falkirk.operators.sink import SinkOperator
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
@@ -173,10 +173,7 @@ class Engine:
         self.places = written_places(self.root, self.meta_dir, self.description, self.spark)
         self.report = RunReport()
         self._failed: set[str] = set()
-        self._losses = 0  # executor losses recovered since the last commit
         self.barriers = BarrierClock(pipeline.checkpoints)
-        self._idle = (0.0, 0.1)  # run(): idle_timeout, poll_interval
-        self._finish = False  # run(finish=...)
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
         #: JSON status and Prometheus metrics, served while :meth:`run` runs.
@@ -189,6 +186,11 @@ class Engine:
         self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
         self.observer = Observer(pipeline, self.telemetry)
         self.dashboard: Dashboard | None = None  # started by run() when ui= is given
+        #: Every recovery path of every run (restart, partial failure, executor loss,
+        #: in-process restart): see :mod:`falkirk.coordinator.coordinator`.
+        self.recovery = RecoveryCoordinator(self.report, self.observer, self.barriers)
+        #: The parts of the current (or last) run, once its recovery is done.
+        self._current: _Run | None = None
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -242,15 +244,14 @@ class Engine:
         :mod:`falkirk.storage.full`); once space is freed a new run recovers."""
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
-        self._idle = (idle_timeout, poll_interval)
-        self._finish = finish
+        schedule = _Schedule(max_epochs, idle_timeout, poll_interval, finish)
         if self.ui is not None and self.telemetry is not None:
             from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for
 
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
         try:
-            return self._run_locked(max_epochs, standby, on_standby)
+            return self._run_locked(schedule, standby, on_standby)
         except Exception as exc:  # whichever write found its file system full: say which, in one line
             full = self._full_disk(exc)
             if full is None:
@@ -260,7 +261,7 @@ class Engine:
             if self.dashboard is not None:
                 self.dashboard.stop()
 
-    def _run_locked(self, max_epochs: int | None, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
+    def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         # The metadata directory's lock, and for a file: URI root the lock of the
         # directory it names too: the same root spelled as a path is held by it.
         locks = [RootLock(d) for d in dict.fromkeys([self.meta_dir, *filter(None, [local_root(self.root)])])]
@@ -276,7 +277,7 @@ class Engine:
             if self.published is not None:
                 self.published.acquire(wait=standby)
             try:
-                run_recovering(self._run, max_epochs, self.report, self._leave_pair)
+                self._run_recovering(schedule)
             finally:
                 if self.pair is not None:
                     self.pair.leave()
@@ -286,6 +287,20 @@ class Engine:
             for lock in held:
                 lock.release()
         return self.report
+
+    def _run_recovering(self, schedule: _Schedule) -> None:
+        """Run until done; a run that a lost executor ended is run again in this
+        driver when the coordinator says so (its path 4), recovering from the
+        committed metadata as a restarted driver would."""
+        while True:
+            before = len(self.report.epochs)
+            try:
+                self._run(schedule)
+                return
+            except Exception as exc:
+                left = self.recovery.restart_in_process(exc, len(self.report.epochs) - before, schedule.max_epochs)
+                schedule = replace(schedule, max_epochs=left)
+                self._leave_pair()
 
     def _full_disk(self, exc: BaseException) -> StorageFullError | None:
         """``exc`` as a :class:`StorageFullError` naming the place, if it says a file
@@ -300,11 +315,26 @@ class Engine:
         check_spelling(self.root, uri_root=self.published is not None)
 
     @property
-    def ledger(self) -> Ledger:
-        """The run's ledger (planning, commits; see :mod:`falkirk.runtime.ledger`)."""
-        return self.state.ledger
+    def state(self) -> RunState:
+        """The current (or last) run's explicit state (see :mod:`falkirk.execution.run_state`)."""
+        return self._parts().state
 
-    def _run(self, max_epochs: int | None) -> None:
+    @property
+    def ledger(self) -> Ledger:
+        """The run's ledger (planning, commits; see :mod:`falkirk.control.ledger`)."""
+        return self._parts().state.ledger
+
+    @property
+    def loops(self) -> LoopStage:
+        """The run's stage for loops and sequence-number regions (:mod:`falkirk.execution.loop_stage`)."""
+        return self._parts().loops
+
+    def _parts(self) -> _Run:
+        if self._current is None:
+            raise GraphError("this engine has not run yet: call run() first")
+        return self._current
+
+    def _run(self, schedule: _Schedule) -> None:
         """Run while holding the storage root (see :meth:`run`)."""
         self._check_spelling()
         if self.published is not None:
@@ -321,6 +351,7 @@ class Engine:
         writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
         rounds = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-round")
         operators: dict[str, Operator] = {}
+        loops: LoopStage | None = None
         try:
             if self.published is not None:  # before anything is deleted: see published.py
                 self.published.claim(store.connection)
@@ -337,7 +368,7 @@ class Engine:
                 if isinstance(operator, SinkOperator):
                     operator.egress = self.pair
             self._operators = None  # a later run() of this engine sets up afresh
-            self.state = RunState(
+            state = RunState(
                 pipeline=self.pipeline,
                 topology=self.topology,
                 spark=self.spark,
@@ -350,30 +381,28 @@ class Engine:
                 report=self.report,
                 telemetry=self.telemetry,
             )
-            self._start()  # refuses a root written by another pipeline
-            self.observer.started(self.state)
+            edges = self._start(state)  # refuses a root written by another pipeline
+            self.observer.started(state)
             store.describe(self.pipeline.name, self.description)
-            self.runner = EpochRunner(
-                self.state, writers, {p.name: len(store.state_files(p.name)) for p in self.state.keyed}
-            )
-            self.committer = Committer(self.state, self.runner, self.edges, self.barriers, self.observer)
-            self.loops = LoopStage(
-                self.state,
-                self.runner,
-                partial(self.committer.part, "iteration"),
-                SequenceStage(self.state, self.runner, partial(self.committer.part, "chunk")),
+            runner = EpochRunner(state, writers, {p.name: len(store.state_files(p.name)) for p in state.keyed})
+            committer = Committer(state, runner, edges, self.barriers, self.observer)
+            loops = LoopStage(
+                state,
+                runner,
+                partial(committer.part, "iteration"),
+                SequenceStage(state, runner, partial(committer.part, "chunk")),
                 rounds,
             )
-            self.admission = Admission(self.state, self.committer, self.loops.active)
-            self._loop(pool, max_epochs)
-            self.committer.collect(self.state.ledger.flush())
+            run = _Run(state, runner, committer, loops, Admission(state, committer, loops.active))
+            self._current = run
+            self._loop(run, pool, schedule)
+            committer.collect(state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
             rounds.shutdown(wait=True, cancel_futures=True)
-            loops: LoopStage | None = getattr(self, "loops", None)  # None: it failed before the loops' stage
-            if loops is not None:
+            if loops is not None:  # None: it failed before the loops' stage
                 loops.close()  # frees what epochs a failure left inside a loop kept
             for operator in operators.values():
                 operator.stop()
@@ -400,12 +429,13 @@ class Engine:
         self.report.caught_up_from = copied or self.report.caught_up_from
         return identity
 
-    def _loop(self, pool: ThreadPoolExecutor, max_epochs: int | None) -> None:
-        state = self.state
+    def _loop(self, run: _Run, pool: ThreadPoolExecutor, schedule: _Schedule) -> None:
+        """Plan, compute and commit epochs until ``schedule`` says the run is done;
+        every failure is handed to the recovery coordinator."""
+        state, runner, max_epochs = run.state, run.runner, schedule.max_epochs
         epoch = min(state.frontier.values()) + 1
         planned = 0
         inflight: deque[tuple[EpochWork, Future[None]]] = deque()
-        idle_timeout, poll_interval = self._idle
         idle_since: float | None = None
         while True:
             while (
@@ -413,22 +443,22 @@ class Engine:
                 and not self._failed
                 and (max_epochs is None or planned < max_epochs)
             ):
-                offsets = state.ledger.plan(epoch, finish=self._finish)
+                offsets = state.ledger.plan(epoch, finish=schedule.finish)
                 if offsets is None:
                     break
-                work = self.runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))
-                inflight.append((work, pool.submit(self.runner.compute, work)))
+                work = runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))
+                inflight.append((work, pool.submit(runner.compute, work)))
                 epoch += 1
                 planned += 1
             if not inflight:
                 if not self._failed:
-                    self.committer.final_barrier()  # nothing new now: release what was read
+                    run.committer.final_barrier()  # nothing new now: release what was read
                 done = self._failed or (max_epochs is not None and planned >= max_epochs)
                 now = time.monotonic()
                 idle_since = now if idle_since is None else idle_since
-                if done or now - idle_since >= idle_timeout:
+                if done or now - idle_since >= schedule.idle_timeout:
                     return
-                time.sleep(poll_interval)  # wait for input to arrive
+                time.sleep(schedule.poll_interval)  # wait for input to arrive
                 continue
             idle_since = None
             work, future = inflight.popleft()
@@ -440,52 +470,25 @@ class Engine:
                     raise failure from exc
                 if not is_executor_loss(exc):
                     raise
-                planned -= self._recover_from_executor_loss(work, inflight, exc)
+                if run.admission.admitted or any(run.loops.flights.values()):
+                    raise GraphError(f"internal: epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from exc
+                planned -= self.recovery.executor_lost(state, runner, work, inflight, self._failed, exc)
+                self._failed = set()
                 epoch = min(state.frontier.values()) + 1
                 continue
-            self._losses = 0
+            self.recovery.committed()
             self.report.in_flight = len(inflight) + 1
-            self._commit(work, inflight)
+            self._commit(run, work, inflight)
             self._failed |= armed_failures(work.epoch)
             if self._failed and not inflight:  # failures take effect between epochs
                 if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
                     self._failed = set(self.pipeline.processors)
                 failed = frozenset(self._failed)
                 self._failed = set()
-                self._roll_back(failed, work.epoch)
+                self.recovery.roll_back(state, runner, failed, work.epoch)
                 epoch = min(state.frontier.values()) + 1
 
-    def _recover_from_executor_loss(
-        self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], exc: BaseException
-    ) -> int:
-        """An executor died while ``work``'s epoch ran: a partial failure, recovered
-        in this driver (:func:`~falkirk.runtime.losses.prepare_rollback` discards the
-        epochs in flight and picks what fails; then the rollback). Returns how many
-        epochs were discarded. After :data:`MAX_LOSSES` such recoveries with no
-        commit between them the error is raised: something other than a lost
-        executor is failing."""
-        self._losses += 1
-        give_up_after(self._losses, work.epoch, exc)
-        if self.admission.admitted or any(self.loops.flights.values()):
-            raise GraphError(f"internal: epochs {sorted(self.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded")
-        failed, last, discarded = prepare_rollback(self.state, self.spark, work, inflight, self._failed, exc)
-        self._failed = set()
-        self._roll_back(failed, last)
-        self.report.executor_losses.append(work.epoch)
-        return discarded
-
-    def _roll_back(self, failed: frozenset[str], last: int) -> None:
-        """Roll back after in-process failures of ``failed`` after epoch ``last``
-        (nothing in flight), and count each processor's checkpoints again from what
-        stays committed (a base must follow a rollback past every base)."""
-        state = self.state
-        rollback.recover_partial(state, failed, last)
-        self.runner.checkpoints = {p.name: len(state.store.state_files(p.name)) for p in state.keyed}
-        self.observer.failed(failed, last)
-        self.observer.recovered(state, "rollback")
-        self.barriers.rolled_back(min(state.frontier.values()))
-
-    # -- start and recovery -------------------------------------------------------------
+    # -- start ----------------------------------------------------------------------------
 
     def _set_up(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
         """Every processor's operator and output schemas (:func:`set_up_operators`),
@@ -494,44 +497,56 @@ class Engine:
             self._operators = set_up_operators(self.pipeline, self.spark)
         return self._operators
 
-    def _start(self) -> None:
-        state = self.state
+    def _start(self, state: RunState) -> EdgeActions:
+        """Start the operators, recover what the root holds (the coordinator's
+        restart), and act at the edges on what is committed: the run's edge actions."""
         for operator in state.operators.values():
             operator.start()
-        stored = state.store.checkpoints(self.topology)
-        state.frontier = {p: 0 for p in self.pipeline.processors}
-        if any(stored.values()):
-            rollback.recover(state, {p: [s.meta for s in ss] for p, ss in stored.items()})
-            self.observer.recovered(state, "restart")
-        else:  # nothing committed: whatever a sink pre-committed is in doubt
-            for p in self.pipeline.processors.values():
-                if p.spec.sink:
-                    state.operators[p.name].abort_output(0)
-        garbage.sweep(self.fs, self.root, state.store)  # work of crashed attempts
-        state.ledger.start_monitor()
-        rollback.settle(state)
-        self.edges = EdgeActions(state, self.observer, self.pair)
-        self.edges.act()
+        self.recovery.restart(state)
+        edges = EdgeActions(state, self.observer, self.pair)
+        edges.act()
         # After a recovery every processor stands at the last global checkpoint (on a root
         # that moved to global checkpoints: at its own restore point; see BarrierClock.start).
         self.barriers.start(min(state.frontier.values(), default=0), max(state.frontier.values(), default=0))
+        return edges
 
     # -- one epoch ------------------------------------------------------------------------
 
-    def _commit(self, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) -> None:
+    def _commit(self, run: _Run, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) -> None:
         """Commit one computed epoch (main thread, in epoch order), then collect garbage
-        (:mod:`falkirk.runtime.commits`). With loops, what a worker computed commits
+        (:mod:`falkirk.execution.commits`). With loops, what a worker computed commits
         first, then the loops and what follows them run here
-        (:mod:`falkirk.runtime.loop`) and commit the rest; an interleaved loop takes
+        (:mod:`falkirk.execution.loop_stage`) and commit the rest; an interleaved loop takes
         in the next epochs of ``inflight`` whose workers are done meanwhile
-        (:mod:`falkirk.runtime.admission`)."""
-        if not self.admission.taken(work):
-            self.admission.computed(work)
-        if self.loops.active:
-            self.loops.run(work, partial(self.admission.admit, inflight))
+        (:mod:`falkirk.execution.admission`)."""
+        if not run.admission.taken(work):
+            run.admission.computed(work)
+        if run.loops.active:
+            run.loops.run(work, partial(run.admission.admit, inflight))
             for write in work.writes:
                 write.result()
             crash_point("loop.computed")
-        self.committer.epoch(work)
+        run.committer.epoch(work)
         if self.on_epoch:
             self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """How long :meth:`Engine.run` runs (see its arguments)."""
+
+    max_epochs: int | None
+    idle_timeout: float
+    poll_interval: float
+    finish: bool
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The parts of one run, built once its recovery is done."""
+
+    state: RunState
+    runner: EpochRunner
+    committer: Committer
+    loops: LoopStage
+    admission: Admission

@@ -3,7 +3,7 @@ loops, what its worker computed (everything before the loops) committed
 (:meth:`Admission.computed`).
 
 The epoch loop does that for the oldest epoch in flight, in order. An interleaved
-loop (:mod:`falkirk.runtime.loop`) does it earlier for the next epochs whose workers
+loop (:mod:`falkirk.execution.loop_stage`) does it earlier for the next epochs whose workers
 are done, so that they enter the loop while an earlier epoch still iterates
 (:meth:`Admission.admit`); the epoch loop then finds them handed over already
 (:meth:`Admission.taken`). Either way the parts before the loops commit in epoch
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import Future
 
-from falkirk.runtime.commits import Committer
-from falkirk.runtime.epoch import EpochWork
-from falkirk.runtime.faults import crash_point
-from falkirk.runtime.state import RunState
+from falkirk.control.faults import crash_point
+from falkirk.execution.commits import Committer
+from falkirk.execution.epoch import EpochWork
+from falkirk.execution.run_state import RunState
 
 #: The epochs in flight after the one being committed, oldest first, with their workers.
 InFlight = deque[tuple[EpochWork, Future[None]]]

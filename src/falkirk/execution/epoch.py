@@ -3,7 +3,7 @@ asks for, and what the commit of the epoch will record.
 
 :class:`EpochRunner` runs an epoch in a worker thread (several epochs may be in flight
 at once; their Spark jobs run concurrently), on the operators of a
-:class:`~falkirk.runtime.state.RunState`:
+:class:`~falkirk.execution.run_state.RunState`:
 
 1. a processor that holds the epoch already (after a rollback) skips it, and the
    receivers that need its output read the log instead (the re-send, Q'(e));
@@ -31,12 +31,12 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from falkirk.control.domains import projection_kind
+from falkirk.control.faults import crash_point
+from falkirk.control.ledger import Offsets
+from falkirk.execution.run_state import RunState
 from falkirk.graph import AtBarriers, GraphError, Pipeline, Processor
 from falkirk.operators import Step
-from falkirk.runtime.epochs import projection_kind
-from falkirk.runtime.faults import crash_point
-from falkirk.runtime.ledger import Offsets
-from falkirk.runtime.state import RunState
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
@@ -163,7 +163,7 @@ class EpochRunner:
         self.gates: dict[tuple[str, int], Gate] = {}
         self._lock = threading.Lock()
         #: Processors a worker computes: all but those in or after a loop, which the
-        #: main thread runs (:mod:`falkirk.runtime.loop`).
+        #: main thread runs (:mod:`falkirk.execution.loop_stage`).
         later = after_loops(state.pipeline)
         self.ahead = [p for p in state.order if p.name not in later]
 

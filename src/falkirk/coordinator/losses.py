@@ -1,30 +1,26 @@
 """Executor losses while epochs are in flight: what is discarded, which processors
-failed, and when the engine stops treating an error as a lost executor (:meth:`Engine._recover_from_executor_loss
-<falkirk.runtime.engine.Engine>`)."""
+failed, and when recovery stops treating an error as a lost executor (paths 3 and 4
+of :mod:`falkirk.coordinator.coordinator`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future
 
 from pyspark.sql import SparkSession
 
+from falkirk.control import garbage
+from falkirk.execution.epoch import EpochWork
+from falkirk.execution.run_state import RunState
 from falkirk.graph import GraphError, Processor
-from falkirk.runtime import garbage
-from falkirk.runtime.epoch import EpochWork
-from falkirk.runtime.report import RunReport
-from falkirk.runtime.state import RunState
 from falkirk.spark.blocks import cached_partitions, free, lost_blocks
-from falkirk.spark.errors import as_storage_error, is_executor_loss
-from falkirk.storage.full import no_space
+
+logger = logging.getLogger(__name__)
 
 #: Executor losses recovered in a row with no commit between them before the
 #: engine gives up (the error is then not a lost executor, or recurs every time).
-logger = logging.getLogger(__name__)
-
 MAX_LOSSES = 3
 
 
@@ -122,37 +118,3 @@ def _lost_state(state: RunState, spark: SparkSession, p: Processor, cached: dict
 def first_line(exc: BaseException) -> str:
     """The first line of ``exc``'s message (its type's name if it has none), for a log."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-
-
-def run_recovering(
-    run: Callable[[int | None], None], max_epochs: int | None, report: RunReport, before_restart: Callable[[], None] | None
-) -> None:
-    """``run(max_epochs)`` (one run of the engine); an executor lost outside an
-    epoch's computation - during a commit, a loop's or a sequence region's stage, or
-    a recovery - ends that run, and it is run again: it recovers in this process
-    from the committed metadata exactly as a restarted driver would (without the JVM
-    start). A loss inside an epoch's computation is recovered more cheaply, by a
-    partial rollback (``Engine._recover_from_executor_loss``). After
-    :data:`MAX_LOSSES` such restarts with no epoch committed between them the error
-    is raised. ``before_restart`` runs before each new run (a pair member leaves)."""
-    restarts = 0
-    while True:
-        before = len(report.epochs)
-        try:
-            run(max_epochs)
-            return
-        except Exception as exc:
-            if not is_executor_loss(exc) or as_storage_error(exc) is not None or no_space(exc) is not None:
-                raise  # a run again would fail the same way
-            committed = len(report.epochs) - before
-            restarts = 1 if committed else restarts + 1
-            give_up_after(restarts, report.epochs[-1] + 1 if report.epochs else 1, exc)
-            if max_epochs is not None:
-                max_epochs = max(0, max_epochs - committed)
-            logger.warning(
-                "an executor was lost outside an epoch's computation; recovering in this driver from the "
-                "committed metadata, as a restart would (%s)", first_line(exc),
-            )
-            report.restarts_in_process += 1
-            if before_restart is not None:
-                before_restart()

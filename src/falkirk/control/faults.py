@@ -23,7 +23,7 @@ written, not committed); and in a recovery that replays a processor's own input 
 (continuous eventual checkpoints): ``catch_up.started`` (the eventual checkpoint is
 loaded, nothing replayed) and ``catch_up.epoch`` (one more input epoch replayed).
 In a driver pair (:data:`PAIR_POINTS`): ``pair.claimed`` and ``pair.written`` (see
-:mod:`falkirk.runtime.pairing`).
+:mod:`falkirk.execution.pairing`).
 
 ``FALKIRK_KILL_WORKER_AT="point:n"`` (with ``FALKIRK_CLUSTER_DIR`` naming a cluster
 started by :mod:`falkirk.spark.standalone`) instead SIGKILLs a worker of that
@@ -74,7 +74,7 @@ CHUNK_POINTS = ("chunk.written", "chunk.committed")
 #: Reached by pipelines with keyed state; the last two only by a recovery that
 #: replays an input log into a restored state (ContinuousEventualCheckpoint).
 STATE_POINTS = ("state.written", "catch_up.started", "catch_up.epoch")
-#: Reached only by a driver of a driver pair (:mod:`falkirk.runtime.pairing`).
+#: Reached only by a driver of a driver pair (:mod:`falkirk.execution.pairing`).
 PAIR_POINTS = ("pair.claimed", "pair.written")
 _seen: Counter[str] = Counter()
 _lock = threading.Lock()

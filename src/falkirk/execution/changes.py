@@ -48,12 +48,12 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from falkirk.control.domains import input_log_key
 from falkirk.graph import ContinuousEventualCheckpoint, FullHistory, Pipeline, Policy, Processor
 from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.signatures import StateSignature
 from falkirk.operators import Operator
 from falkirk.recovery.extent import KIND_PREFIX
-from falkirk.runtime.epochs import input_log_key
 from falkirk.storage import MetaStore
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from falkirk.runtime.faults import crash_point
-from falkirk.runtime.observer import Observer
-from falkirk.runtime.state import RunState
+from falkirk.control.faults import crash_point
+from falkirk.execution.observer import Observer
+from falkirk.execution.run_state import RunState
 from falkirk.storage.pairs import PairStore
 
 

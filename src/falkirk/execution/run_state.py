@@ -1,12 +1,12 @@
 """The state of one run of a pipeline, explicit: what the epoch loop and recovery share.
 
 :class:`RunState` holds the pipeline's operators and schemas, the storage it runs on
-(file system, root, metadata, :class:`~falkirk.runtime.ledger.Ledger`), and where
+(file system, root, metadata, :class:`~falkirk.control.ledger.Ledger`), and where
 every processor stands: ``frontier`` (the last epoch it committed wholly, or the one
 a rollback took it back to), ``restored`` (it skips epochs up to this one: it holds
 them already) and ``resumed`` (a loop processor a rollback took into the middle of an
 epoch: the ``(epoch, iteration)`` it holds). The engine (:mod:`falkirk.runtime.engine`) runs epochs on it and
-recovery (:mod:`falkirk.runtime.rollback`) rolls it back; neither reaches into the
+recovery (:mod:`falkirk.coordinator.rollback`) rolls it back; neither reaches into the
 other.
 """
 
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from falkirk.control import garbage
+from falkirk.control.domains import input_log_key
+from falkirk.control.ledger import Ledger
+from falkirk.execution.report import RunReport
 from falkirk.graph import Pipeline, Processor
 from falkirk.observe.telemetry import Telemetry
 from falkirk.operators import Operator
 from falkirk.recovery import Topology
-from falkirk.runtime import garbage
-from falkirk.runtime.epochs import input_log_key
-from falkirk.runtime.ledger import Ledger
-from falkirk.runtime.report import RunReport
 from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files

@@ -1,9 +1,9 @@
 """Rolling a running pipeline back: after a restart and after in-process failures.
 
-Everything here runs on a :class:`~falkirk.runtime.state.RunState` while no epoch is
+Everything here runs on a :class:`~falkirk.execution.run_state.RunState` while no epoch is
 in flight. The solver chooses the frontiers; this module undoes the committed work
 above them, restores or replays keyed state, and records what it chose and why (INFO
-log and :class:`~falkirk.runtime.report.RunReport`).
+log and :class:`~falkirk.execution.report.RunReport`).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import time
 
+from falkirk.control.domains import tick
+from falkirk.control.faults import crash_point
+from falkirk.execution.run_state import RunState
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.operators import Step
 from falkirk.recovery import CheckpointMeta, solve
-from falkirk.runtime.epochs import tick
-from falkirk.runtime.faults import crash_point
-from falkirk.runtime.state import RunState
 from falkirk.spark.materialise import replicated
 from falkirk.storage import Forget
 from falkirk.time import Frontier

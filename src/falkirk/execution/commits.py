@@ -2,10 +2,10 @@
 and 5 of an epoch (:mod:`falkirk.runtime.engine`).
 
 A commit is one metadata transaction (:meth:`Ledger.commit
-<falkirk.runtime.ledger.Ledger.commit>`); after it the files of the records it
+<falkirk.control.ledger.Ledger.commit>`); after it the files of the records it
 forgot are deleted (crash point ``gc.before``) and the edges act on what it made
 durable (releases to sinks, acknowledgements to sources:
-:class:`~falkirk.runtime.edges.EdgeActions`). Three kinds of commit share that:
+:class:`~falkirk.execution.edges.EdgeActions`). Three kinds of commit share that:
 
 * an epoch's (:meth:`Committer.epoch`), after everything it computed;
 * a part of an epoch (:meth:`Committer.part`): a loop's iteration or a
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import time
 
-from falkirk.runtime.barriers import BarrierClock
-from falkirk.runtime.edges import EdgeActions
-from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.faults import crash_point
-from falkirk.runtime.observer import Observer
-from falkirk.runtime.state import RunState
+from falkirk.control.barriers import BarrierClock
+from falkirk.control.faults import crash_point
+from falkirk.execution.edges import EdgeActions
+from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.observer import Observer
+from falkirk.execution.run_state import RunState
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick
 
@@ -50,7 +50,7 @@ class Committer:
     def part(self, unit: str, work: EpochWork, ticks: dict[str, Tick]) -> None:
         """Commit one part of an epoch - a loop's ``"iteration"`` or a sequence-number
         region's ``"chunk"``: what its processors persisted at their ``ticks`` and
-        their Ξ there (see :mod:`falkirk.runtime.loop`, :mod:`falkirk.runtime.sequence`),
+        their Ξ there (see :mod:`falkirk.execution.loop_stage`, :mod:`falkirk.execution.sequence_stage`),
         between the crash points ``<unit>.written`` and ``<unit>.committed``."""
         crash_point(f"{unit}.written")
         self.collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))

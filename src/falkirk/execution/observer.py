@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
+from falkirk.control.domains import tick
+from falkirk.execution.epoch import EpochWork
+from falkirk.execution.run_state import RunState
 from falkirk.graph import Pipeline
 from falkirk.observe.telemetry import Telemetry
-from falkirk.runtime.epoch import EpochWork
-from falkirk.runtime.epochs import tick
-from falkirk.runtime.state import RunState
 from falkirk.storage import StoredFile
 from falkirk.time.ticks import epochs_done
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from falkirk.control.domains import domain_of
 from falkirk.graph import FullHistory, Processor
 from falkirk.recovery import CheckpointMeta, Topology
-from falkirk.runtime.epochs import domain_of
 from falkirk.time import INF, Domain, Frontier, SeqDomain, Time
 from falkirk.time.ticks import (
     Tick,
@@ -80,7 +80,7 @@ def _before(first: Tick, domain: Domain) -> Tick | None:
     """The last tick whose messages a logging processor discarded, if ``first`` is
     its first kept log. In a region a log holds a whole chunk, which began after the
     previous chunk's end; the engine collects a region's logs an epoch at a time
-    (:meth:`~falkirk.runtime.ledger.Ledger.forgettable`), so the first kept chunk
+    (:meth:`~falkirk.control.ledger.Ledger.forgettable`), so the first kept chunk
     begins an epoch (or a run) and all before that epoch may be gone."""
     if isinstance(domain, SeqDomain):
         epoch = epoch_of_tick(first)

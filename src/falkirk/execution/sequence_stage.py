@@ -31,11 +31,11 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.run_state import RunState
 from falkirk.graph import EagerCheckpoint, GraphError, Processor, Sequenced
 from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN
-from falkirk.runtime.epoch import EpochRunner, EpochWork
-from falkirk.runtime.state import RunState
 from falkirk.spark.frames import empty
 from falkirk.time import INF
 from falkirk.time.ticks import SEQ_BLOCK, Tick

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from falkirk.control.faults import crash_point
 from falkirk.graph import GraphError
-from falkirk.runtime.faults import crash_point
 from falkirk.storage import MetaStore, StoredFile
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri

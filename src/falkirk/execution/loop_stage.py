@@ -47,11 +47,11 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 
+from falkirk.execution.epoch import EpochRunner, EpochWork, whole_tick
+from falkirk.execution.run_state import RunState
+from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.graph import EagerCheckpoint, GraphError, Loop, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
-from falkirk.runtime.epoch import EpochRunner, EpochWork, whole_tick
-from falkirk.runtime.sequence import SequenceStage
-from falkirk.runtime.state import RunState
 from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.time.ticks import Tick

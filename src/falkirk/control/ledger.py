@@ -19,13 +19,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from falkirk.control import xi
+from falkirk.control.domains import domain_of, epoch_of, input_log_key, projection_kind, tick
+from falkirk.control.faults import crash_point
 from falkirk.graph import GraphError, Pipeline, Processor, Source
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.recovery.extent import extent_start
-from falkirk.runtime import xi
-from falkirk.runtime.epochs import domain_of, epoch_of, input_log_key, projection_kind, tick
-from falkirk.runtime.faults import crash_point
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
 from falkirk.time.ticks import SEQ, Tick, epoch_of_tick, message_time, tick_time, whole
 
