@@ -46,37 +46,100 @@ import signal
 import threading
 import time
 from collections import Counter
+from enum import StrEnum
 from pathlib import Path
+
+from falkirk.exceptions import FalkirkError
 
 logger = logging.getLogger(__name__)
 
+class CrashPoint(StrEnum):
+    """Every named crash point, declared once: its value is the name
+    ``FALKIRK_CRASH_AT`` and ``FALKIRK_KILL_WORKER_AT`` use (see the module's
+    docstring for where each is reached)."""
+
+    EPOCH_PLANNED = "epoch.planned"
+    EPOCH_COMPUTED = "epoch.computed"
+    SINK_WRITTEN = "sink.written"
+    COMMIT_BEFORE = "commit.before"
+    COMMIT_AFTER = "commit.after"
+    GC_BEFORE = "gc.before"
+    RECOVERY_RESTORED = "recovery.restored"
+    META_UPLOADED = "meta.uploaded"
+    SINK_RELEASE = "sink.release"
+    SOURCE_ACK = "source.ack"
+    BARRIER_INJECTED = "barrier.injected"
+    SNAPSHOT_WRITTEN = "snapshot.written"
+    ITERATION_WRITTEN = "iteration.written"
+    ITERATION_COMMITTED = "iteration.committed"
+    LOOP_COMPUTED = "loop.computed"
+    CHUNK_WRITTEN = "chunk.written"
+    CHUNK_COMMITTED = "chunk.committed"
+    STATE_WRITTEN = "state.written"
+    CATCH_UP_STARTED = "catch_up.started"
+    CATCH_UP_EPOCH = "catch_up.epoch"
+    PAIR_CLAIMED = "pair.claimed"
+    PAIR_WRITTEN = "pair.written"
+
+
+#: Reached by every pipeline (``meta.uploaded`` only with a URI storage root).
 POINTS = (
-    "epoch.planned",
-    "epoch.computed",
-    "sink.written",
-    "commit.before",
-    "commit.after",
-    "gc.before",
-    "recovery.restored",
-    "meta.uploaded",
+    CrashPoint.EPOCH_PLANNED,
+    CrashPoint.EPOCH_COMPUTED,
+    CrashPoint.SINK_WRITTEN,
+    CrashPoint.COMMIT_BEFORE,
+    CrashPoint.COMMIT_AFTER,
+    CrashPoint.GC_BEFORE,
+    CrashPoint.RECOVERY_RESTORED,
+    CrashPoint.META_UPLOADED,
 )
-EDGE_POINTS = ("sink.release", "source.ack")
+#: Reached only by pipelines with acknowledged sources or transactional sinks.
+EDGE_POINTS = (CrashPoint.SINK_RELEASE, CrashPoint.SOURCE_ACK)
 #: Reached only by pipelines with global checkpoints: a barrier decided before any
 #: snapshot is written, and a barrier snapshot written but not committed.
-BARRIER_POINTS = ("barrier.injected", "snapshot.written")
+BARRIER_POINTS = (CrashPoint.BARRIER_INJECTED, CrashPoint.SNAPSHOT_WRITTEN)
 #: Reached only by pipelines with loops: an iteration's eager checkpoints and logs
 #: written but not committed, and committed; the epoch's loops (and what follows
 #: them) computed, not committed.
-LOOP_POINTS = ("iteration.written", "iteration.committed", "loop.computed")
+LOOP_POINTS = (CrashPoint.ITERATION_WRITTEN, CrashPoint.ITERATION_COMMITTED, CrashPoint.LOOP_COMPUTED)
 #: Reached only by pipelines with sequence-number regions: a chunk's eager checkpoints
 #: and logs written but not committed, and committed.
-CHUNK_POINTS = ("chunk.written", "chunk.committed")
+CHUNK_POINTS = (CrashPoint.CHUNK_WRITTEN, CrashPoint.CHUNK_COMMITTED)
 #: Reached by pipelines with keyed state; the last two only by a recovery that
 #: replays an input log into a restored state (ContinuousEventualCheckpoint).
-STATE_POINTS = ("state.written", "catch_up.started", "catch_up.epoch")
+STATE_POINTS = (CrashPoint.STATE_WRITTEN, CrashPoint.CATCH_UP_STARTED, CrashPoint.CATCH_UP_EPOCH)
 #: Reached only by a driver of a driver pair (:mod:`falkirk.execution.pairing`).
-PAIR_POINTS = ("pair.claimed", "pair.written")
+PAIR_POINTS = (CrashPoint.PAIR_CLAIMED, CrashPoint.PAIR_WRITTEN)
+#: The environment variables that arm crash points.
+ARMING = ("FALKIRK_CRASH_AT", "FALKIRK_KILL_WORKER_AT")
+
+
+class UnknownCrashPointError(FalkirkError, ValueError):
+    """``FALKIRK_CRASH_AT`` or ``FALKIRK_KILL_WORKER_AT`` names a point that does not
+    exist, or one of its items is not ``point[:n]``: the process would never crash
+    there, so the run is refused instead."""
+
+
+def check_armed() -> None:
+    """Raise :class:`UnknownCrashPointError` if an arming variable names an unknown
+    crash point or a count that is not a positive integer."""
+    known = {p.value for p in CrashPoint}
+    for variable in ARMING:
+        for item in _items(variable):
+            point, _, count = item.partition(":")
+            if point not in known or not (count or "1").isdigit() or int(count or 1) < 1:
+                raise UnknownCrashPointError(
+                    f"{variable}={os.environ[variable]!r}: {item!r} is not point[:n] with a known point and n >= 1; "
+                    f"the points are {', '.join(sorted(known))}"
+                )
+
+
+def _items(variable: str) -> list[str]:
+    return list(filter(None, (x.strip() for x in os.environ.get(variable, "").split(","))))
+
+
 _seen: Counter[str] = Counter()
+_checked: list[tuple[str, ...]] = [("",) * len(ARMING)]  # the arming last checked
 _lock = threading.Lock()
 
 
@@ -97,17 +160,24 @@ def armed_failures(epoch: int) -> set[str]:
 
 def _armed(variable: str, name: str, seen: int) -> bool:
     """Whether the list in ``variable`` names occurrence ``seen`` of point ``name``."""
-    for item in filter(None, (x.strip() for x in os.environ.get(variable, "").split(","))):
+    for item in _items(variable):
         point, _, count = item.partition(":")
         if point == name and seen == int(count or 1):
             return True
     return False
 
 
-def crash_point(name: str) -> None:
-    """SIGKILL this process if ``FALKIRK_CRASH_AT`` names this occurrence of ``name``,
+def crash_point(point: CrashPoint) -> None:
+    """SIGKILL this process if ``FALKIRK_CRASH_AT`` names this occurrence of ``point``,
     or a cluster worker if ``FALKIRK_KILL_WORKER_AT`` does."""
+    if not isinstance(point, CrashPoint):
+        raise TypeError(f"crash_point({point!r}): crash points are declared in CrashPoint")
+    name = point.value
     with _lock:  # epochs in flight reach points from several threads
+        arming = tuple(os.environ.get(v, "") for v in ARMING)
+        if arming != _checked[0]:  # a typo would never crash: refuse it (once per setting)
+            check_armed()
+            _checked[0] = arming
         _seen[name] += 1
         seen = _seen[name]
     if _armed("FALKIRK_KILL_WORKER_AT", name, seen):

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 from falkirk.control import xi
 from falkirk.control.domains import domain_of, epoch_of, input_log_key, projection_kind, tick
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.graph import GraphError, Pipeline, Processor, Source
+from falkirk.graph.edge_id import EdgeId
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.recovery.extent import extent_start
@@ -116,7 +117,7 @@ class Ledger:
             if o is not None:
                 self.position[s] = o
         self.planned_upto = epoch
-        crash_point("epoch.planned")
+        crash_point(CrashPoint.EPOCH_PLANNED)
         return planned
 
     def check_input(self, epoch: int, read_by: Iterable[str]) -> None:
@@ -180,9 +181,9 @@ class Ledger:
         batch.checkpoints = [(m, []) for m in records]
         batch.epoch = epoch if complete else None
         batch.forget, self.pending = self.pending, Forget()
-        crash_point("commit.before")
+        crash_point(CrashPoint.COMMIT_BEFORE)
         deletable = self.store.commit(batch)
-        crash_point("commit.after")
+        crash_point(CrashPoint.COMMIT_AFTER)
         self._forgotten(batch.forget)
         self.pending = self.forgettable(self.monitor.add_many(records))
         return deletable
@@ -239,8 +240,8 @@ class Ledger:
                 # A log of the sender's tick t goes once every consumer's low-watermark
                 # holds the time of t's messages in the consumer's own domain.
                 # A region's logs go an epoch at a time (see xi.log_metadata).
-                key = d.edge.split(">")[0]
-                src, port = key.split(".")
+                edge = EdgeId.parse(d.edge)
+                key, src, port = edge.output, edge.src, edge.port
                 readers = [(marks[q.name], projection_kind(procs[src], q)) for q in self.pipeline.consumers(src, port)]
                 whole_epochs = procs[src].sequence is not None
                 forget.logs += [

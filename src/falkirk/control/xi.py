@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection
 
 from falkirk.control.domains import domain_of
 from falkirk.graph import FullHistory, Processor
+from falkirk.graph.edge_id import EdgeId
 from falkirk.recovery import CheckpointMeta, Topology
 from falkirk.time import INF, Domain, Frontier, SeqDomain, Time
 from falkirk.time.ticks import (
@@ -101,7 +102,7 @@ def log_metadata(
         if not p.policy.logs_outputs:
             discarded[e.name] = tick_frontier(target, message_time(kind, tick))
             continue
-        kept = sorted(t for t in kept_logs(e.name.split(">")[0]) if t <= tick)  # type: ignore[operator]
+        kept = sorted(t for t in kept_logs(EdgeId.parse(e.name).output) if t <= tick)  # type: ignore[operator]
         before = _before(kept[0], topology.domains[p.name]) if kept else tick
         discarded[e.name] = Frontier.empty(target) if before is None else tick_frontier(target, message_time(kind, before))
         logged[e.name] = sorted({tick_time(target, message_time(kind, t)) for t in kept}, key=target.sort_key)

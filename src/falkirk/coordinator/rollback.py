@@ -12,7 +12,7 @@ import logging
 import time
 
 from falkirk.control.domains import tick
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.run_state import RunState
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.operators import Step
@@ -59,7 +59,7 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
     for p in state.keyed:
         restore(state, p, _standing(state, p))
     state.report.recovery_seconds.append(time.perf_counter() - started)
-    crash_point("recovery.restored")
+    crash_point(CrashPoint.RECOVERY_RESTORED)
 
 
 def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None:
@@ -159,7 +159,7 @@ def _catch_up(state: RunState, p: Processor, upto: int) -> None:
         return
     logs = [state.store.logs(state.input_log(p, k)) for k in range(len(p.inputs))]
     schemas = [state.schemas[(i.src, i.port)] for i in p.inputs]
-    crash_point("catch_up.started")
+    crash_point(CrashPoint.CATCH_UP_STARTED)
     started, replayed = time.perf_counter(), 0
     for epoch in range(start + 1, upto + 1):
         missing = [k for k, log in enumerate(logs) if epoch not in log]
@@ -171,7 +171,7 @@ def _catch_up(state: RunState, p: Processor, upto: int) -> None:
         inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
         operator.catch_up(Step(epoch, inputs))
         replayed += sum(f.size for log in logs for f in log[epoch])
-        crash_point("catch_up.epoch")
+        crash_point(CrashPoint.CATCH_UP_EPOCH)
     state.report.caught_up.append((p.name, upto - start, replayed, time.perf_counter() - started))
     logger.info("recovery processor=%s caught up from its input log, epochs %d..%d", p.name, start + 1, upto)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import Future
 
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.commits import Committer
 from falkirk.execution.epoch import EpochWork
 from falkirk.execution.run_state import RunState
@@ -50,7 +50,7 @@ class Admission:
     def computed(self, work: EpochWork) -> None:
         """A worker has computed ``work``: check its input (raises if it changed while
         it was read) and, with loops, commit what it computed."""
-        crash_point("epoch.computed")
+        crash_point(CrashPoint.EPOCH_COMPUTED)
         self.state.ledger.check_input(work.epoch, work.ran)
         if self.loops:
             self.committer.ahead(work)
@@ -67,7 +67,7 @@ class Admission:
             if later.epoch in self.refused or not future.done() or future.cancelled() or future.exception() is not None:
                 break
             try:
-                crash_point("epoch.computed")
+                crash_point(CrashPoint.EPOCH_COMPUTED)
                 self.state.ledger.check_input(later.epoch, later.ran)
             except Exception:  # raised again when the epoch loop reaches it, in order
                 self.refused.add(later.epoch)

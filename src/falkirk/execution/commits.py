@@ -19,15 +19,23 @@ durable (releases to sinks, acknowledgements to sources:
 from __future__ import annotations
 
 import time
+from enum import Enum
 
 from falkirk.control.barriers import BarrierClock
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner, EpochWork
 from falkirk.execution.observer import Observer
 from falkirk.execution.run_state import RunState
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick
+
+
+class Part(Enum):
+    """A part of an epoch committed on its own, with the crash points around its commit."""
+
+    ITERATION = (CrashPoint.ITERATION_WRITTEN, CrashPoint.ITERATION_COMMITTED)
+    CHUNK = (CrashPoint.CHUNK_WRITTEN, CrashPoint.CHUNK_COMMITTED)
 
 
 class Committer:
@@ -43,18 +51,19 @@ class Committer:
     def collect(self, files: list[StoredFile]) -> None:
         """Delete garbage whose records a durable commit forgot."""
         if files:
-            crash_point("gc.before")  # their records are forgotten durably; files still there
+            crash_point(CrashPoint.GC_BEFORE)  # their records are forgotten durably; files still there
             self.state.delete(files)
             self.observer.collected(files)
 
-    def part(self, unit: str, work: EpochWork, ticks: dict[str, Tick]) -> None:
-        """Commit one part of an epoch - a loop's ``"iteration"`` or a sequence-number
-        region's ``"chunk"``: what its processors persisted at their ``ticks`` and
+    def part(self, part: Part, work: EpochWork, ticks: dict[str, Tick]) -> None:
+        """Commit one part of an epoch - a loop's iteration or a sequence-number
+        region's chunk: what its processors persisted at their ``ticks`` and
         their Ξ there (see :mod:`falkirk.execution.loop_stage`, :mod:`falkirk.execution.sequence_stage`),
-        between the crash points ``<unit>.written`` and ``<unit>.committed``."""
-        crash_point(f"{unit}.written")
+        between the part's crash points (``<unit>.written`` and ``<unit>.committed``)."""
+        written, committed = part.value
+        crash_point(written)
         self.collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
-        crash_point(f"{unit}.committed")
+        crash_point(committed)
         self.edges.act()
 
     def ahead(self, work: EpochWork) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.observer import Observer
 from falkirk.execution.run_state import RunState
 from falkirk.storage.pairs import PairStore
@@ -42,7 +42,7 @@ class EdgeActions:
             self.pair.progress(committed, released, dict(ledger.acknowledgeable))
         for name, upto in ledger.released.items():
             if upto > self.released.get(name, 0):
-                crash_point("sink.release")
+                crash_point(CrashPoint.SINK_RELEASE)
                 self.state.operators[name].release_output(upto)
                 self.released[name] = upto
                 self.observer.released(name, upto)
@@ -55,7 +55,7 @@ class EdgeActions:
             limit = self.pair.ack_limit(name) if self.pair is not None and held else None
             ready = [(e, o) for e, o in held if limit is None or e <= limit]
             if ready:
-                crash_point("source.ack")
+                crash_point(CrashPoint.SOURCE_ACK)
                 self.state.operators[name].acknowledge([o for _, o in ready])
                 self.held[name] = held[len(ready) :]
             if ledger.acknowledged is not None:  # what the ledger may now forget

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from falkirk.control.domains import projection_kind
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
 from falkirk.execution.run_state import RunState
 from falkirk.graph import AtBarriers, GraphError, Pipeline, Processor
@@ -176,7 +176,7 @@ class EpochRunner:
         state = self.state
         work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier, final=epoch == state.ledger.end_of_input)
         if barrier:
-            crash_point("barrier.injected")  # the barrier is decided; no snapshot written yet
+            crash_point(CrashPoint.BARRIER_INJECTED)  # the barrier is decided; no snapshot written yet
         if count or state.telemetry is not None:
             work.source_records = {
                 name: state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
@@ -339,7 +339,7 @@ class EpochRunner:
                 self._write_later(work, f"{key} {tick_label(tick)}", self._write_log, df, key, tick, work.batch)
         emitted = operator.emit(step)
         if emitted is not None:
-            crash_point("sink.written")
+            crash_point(CrashPoint.SINK_WRITTEN)
             work.batch.sink_commits.append((p.name, epoch, emitted))
         if p.spec.keyed and (self._checkpoints_now(p, work) if checkpoint is None else checkpoint):
             if p.spec.selective:
@@ -362,7 +362,7 @@ class EpochRunner:
         was no barrier (a clean stop or an idle service): every keyed processor's
         checkpoint, written now. Nothing may be in flight."""
         work = EpochWork(epoch, {}, time.perf_counter(), barrier=True)
-        crash_point("barrier.injected")
+        crash_point(CrashPoint.BARRIER_INJECTED)
         for p in self.state.keyed:
             self.checkpoint(p, epoch, work)
         for write in work.writes:
@@ -425,9 +425,9 @@ class EpochRunner:
         if self.state.telemetry is not None:
             epoch = tick[0] if isinstance(tick, tuple) else tick
             self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
-        crash_point("state.written")  # a checkpoint (or a CEC log entry) written, not yet committed
+        crash_point(CrashPoint.STATE_WRITTEN)  # a checkpoint (or a CEC log entry) written, not yet committed
         if barrier:
-            crash_point("snapshot.written")  # a barrier snapshot written, not yet committed
+            crash_point(CrashPoint.SNAPSHOT_WRITTEN)  # a barrier snapshot written, not yet committed
         with self._lock:
             self.state.report.checkpoint_bytes += sum(f.size for f in files)
         batch.state.append((name, tick, kind, files))

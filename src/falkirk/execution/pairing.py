@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from falkirk.control.faults import crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.graph import GraphError
 from falkirk.storage import MetaStore, StoredFile
 from falkirk.storage.catchup import copy_root
@@ -30,11 +30,11 @@ class Pair(PairStore):
     def claim(self, sink: str, epoch: int) -> list[StoredFile] | None:
         theirs = super().claim(sink, epoch)
         if theirs is None:
-            crash_point("pair.claimed")
+            crash_point(CrashPoint.PAIR_CLAIMED)
         return theirs
 
     def written(self, sink: str, epoch: int, files: list[StoredFile]) -> None:
-        crash_point("pair.written")
+        crash_point(CrashPoint.PAIR_WRITTEN)
         super().written(sink, epoch, files)
 
 

@@ -7,9 +7,10 @@ Pure Python: a :class:`Pipeline` says *what* runs (each processor's typed spec i
 
 from __future__ import annotations
 
+from falkirk.graph.edge_id import EdgeId
 from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.loops import Loop
-from falkirk.graph.pipeline import Input, Pipeline, Processor
+from falkirk.graph.pipeline import Input, Pipeline, PipelineEdge, Processor
 from falkirk.graph.plugins import Sink, Source, TransactionalSink
 from falkirk.graph.policies import (
     AtBarriers,
@@ -30,6 +31,7 @@ __all__ = [
     "AtBarriers",
     "ContinuousEventualCheckpoint",
     "EagerCheckpoint",
+    "EdgeId",
     "FullHistory",
     "GlobalCheckpoints",
     "GraphError",
@@ -39,6 +41,7 @@ __all__ = [
     "Loop",
     "Pipeline",
     "PipelineChangedError",
+    "PipelineEdge",
     "Policy",
     "Processor",
     "Sequenced",

@@ -25,7 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from falkirk.graph.edge_id import EdgeId
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.loops import Loop
 from falkirk.graph.plugins import Source
@@ -232,17 +234,16 @@ class Pipeline:
             if any(i.src == processor and (port is None or i.port == port) for i in q.inputs)
         ]
 
-    def edges(self) -> list[tuple[str, Input, Processor, int]]:
-        """Every edge as (name, the output it carries, receiver, the receiver's input
-        index). Named ``src.port>dst``, with ``#k`` added where one output feeds
-        several inputs of the same receiver (a self-join)."""
+    def edges(self) -> list[PipelineEdge]:
+        """Every edge: its name (:class:`EdgeId`: ``src.port>dst``, with ``#k`` added
+        where one output feeds several inputs of the same receiver, a self-join), the
+        output it carries, the receiver and the receiver's input index."""
         found = []
         for q in self.processors.values():
             for k, i in enumerate(q.inputs):
-                name = f"{i.key}>{q.name}"
-                if sum(j == i for j in q.inputs) > 1:
-                    name += f"#{k}"
-                found.append((name, i, q, k))
+                shared = sum(j == i for j in q.inputs) > 1
+                edge = EdgeId(i.src, i.port, q.name, k if shared else None)
+                found.append(PipelineEdge(str(edge), i, q, k))
         return found
 
     def check(self) -> None:
@@ -291,3 +292,17 @@ class Pipeline:
                         f"processor {p.name!r}: output {port!r} goes nowhere; send it to a sink "
                         "or another processor"
                     )
+
+
+class PipelineEdge(NamedTuple):
+    """One edge of a pipeline (see :meth:`Pipeline.edges`)."""
+
+    name: str
+    input: Input
+    receiver: Processor
+    position: int
+
+    @property
+    def id(self) -> EdgeId:
+        """The edge's name as a value."""
+        return EdgeId.parse(self.name)

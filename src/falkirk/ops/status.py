@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from falkirk.control.domains import tick
+from falkirk.graph.edge_id import EdgeId
 from falkirk.ops.transactions import in_doubt
 from falkirk.recovery import CheckpointMeta, Topology, solve
 from falkirk.recovery.codec import checkpoint_to_json
@@ -252,7 +253,7 @@ def _time(t: object) -> str:
 
 def _outputs(topology: Topology, processor: str) -> list[str]:
     """The outputs (``processor.port``, what logs are kept under) of ``processor``."""
-    return sorted({e.name.split(">")[0] for e in topology.outputs(processor)})
+    return sorted({EdgeId.parse(e.name).output for e in topology.outputs(processor)})
 
 
 def _record(meta: CheckpointMeta) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from pyspark.sql.types import StructType
 
 from falkirk.control.barriers import BarrierClock
 from falkirk.control.domains import topology
-from falkirk.control.faults import armed_failures, crash_point
+from falkirk.control.faults import CrashPoint, armed_failures, crash_point
 from falkirk.control.ledger import Ledger
 from falkirk.coordinator.coordinator import RecoveryCoordinator
 from falkirk.execution.admission import Admission
@@ -59,7 +59,7 @@ from falkirk.execution.checks import (
     set_up_operators,
     written_places,
 )
-from falkirk.execution.commits import Committer
+from falkirk.execution.commits import Committer, Part
 from falkirk.execution.description import describe
 from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner, EpochWork
@@ -159,7 +159,7 @@ class Engine:
                 self.root,
                 self.meta_dir,
                 DB_NAME,
-                before_publish=lambda: crash_point("meta.uploaded"),
+                before_publish=lambda: crash_point(CrashPoint.META_UPLOADED),
                 lease_interval=lease_timeout / 5,
                 lease_timeout=lease_timeout,
             )
@@ -389,8 +389,8 @@ class Engine:
             loops = LoopStage(
                 state,
                 runner,
-                partial(committer.part, "iteration"),
-                SequenceStage(state, runner, partial(committer.part, "chunk")),
+                partial(committer.part, Part.ITERATION),
+                SequenceStage(state, runner, partial(committer.part, Part.CHUNK)),
                 rounds,
             )
             run = _Run(state, runner, committer, loops, Admission(state, committer, loops.active))
@@ -525,7 +525,7 @@ class Engine:
             run.loops.run(work, partial(run.admission.admit, inflight))
             for write in work.writes:
                 write.result()
-            crash_point("loop.computed")
+            crash_point(CrashPoint.LOOP_COMPUTED)
         run.committer.epoch(work)
         if self.on_epoch:
             self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)

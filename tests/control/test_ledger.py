@@ -15,7 +15,7 @@ from falkirk.control.ledger import Ledger
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.recovery import Topology
 from falkirk.storage import CommitBatch, MetaStore, StoredFile
-from tests.runtime.fakes import CountingSource, NullSink
+from tests.execution.fakes import CountingSource, NullSink
 
 
 def pipeline() -> Pipeline:
