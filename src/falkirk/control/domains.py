@@ -10,7 +10,8 @@ times are sequence numbers. Where a processor stands is a tick (:mod:`falkirk.ti
 
 from __future__ import annotations
 
-from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.control.exceptions import ControlInvariantError
+from falkirk.graph import Pipeline, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec, NumberSpec, RegroupSpec
 from falkirk.recovery import Topology
 from falkirk.time import (
@@ -83,5 +84,5 @@ def tick(f: Frontier) -> Tick:
     try:
         return tick_of(f)
     except TimeError as exc:
-        raise GraphError(f"internal: {exc}") from exc
+        raise ControlInvariantError(str(exc)) from exc
 

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 from falkirk.control import xi
 from falkirk.control.domains import domain_of, epoch_of, input_log_key, projection_kind, tick
+from falkirk.control.exceptions import ControlInvariantError
 from falkirk.control.faults import CrashPoint, crash_point
-from falkirk.graph import GraphError, Pipeline, Processor, Source
+from falkirk.graph import Pipeline, Processor, Source
 from falkirk.graph.edge_id import EdgeId
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
@@ -175,7 +176,7 @@ class Ledger:
                 records = []
             elif len(records) != len(self.pipeline.processors):
                 missing = sorted(set(self.pipeline.processors) - {m.processor for m in records})
-                raise GraphError(f"internal: the global checkpoint at epoch {epoch} lacks processors {missing}")
+                raise ControlInvariantError(f"the global checkpoint at epoch {epoch} lacks processors {missing}")
             else:
                 logger.info("global checkpoint committed epoch=%d processors=%d", epoch, len(records))
         batch.checkpoints = [(m, []) for m in records]

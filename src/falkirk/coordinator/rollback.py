@@ -13,6 +13,7 @@ import time
 
 from falkirk.control.domains import tick
 from falkirk.control.faults import CrashPoint, crash_point
+from falkirk.coordinator.exceptions import RecoveryInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.graph import FullHistory, GraphError, Processor
 from falkirk.operators import Step
@@ -185,7 +186,7 @@ def _replay_history(state: RunState, p: Processor, upto: int) -> None:
     for epoch in range(1, upto + 1):
         missing = [k for k, log in enumerate(logs) if epoch not in log]
         if missing:
-            raise GraphError(f"internal: the input log of {p.name!r} lacks epoch {epoch} (inputs {missing})")
+            raise RecoveryInvariantError(f"the input log of {p.name!r} lacks epoch {epoch} (inputs {missing})")
         inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
         operator.step(Step(epoch, inputs))
     logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)

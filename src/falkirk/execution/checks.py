@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.graph import GraphError, Pipeline
 from falkirk.graph.specs import SinkSpec
 from falkirk.operators import Operator, operator_for
@@ -60,7 +61,7 @@ def set_up_operators(
             raise GraphError(f"processor {p.name!r} ({p.kind}) cannot run on its input: {exc}") from exc
         missing = set(p.ports) - set(outputs)
         if missing:
-            raise GraphError(f"internal: operator {p.kind!r} gave no schema for ports {sorted(missing)}")
+            raise EpochInvariantError(f"operator {p.kind!r} gave no schema for ports {sorted(missing)}")
         schemas.update({(p.name, port): schema for port, schema in outputs.items()})
         operators[p.name] = operator
     for p in pipeline.processors.values():

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from falkirk.control.domains import projection_kind
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
+from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.graph import AtBarriers, GraphError, Pipeline, Processor
 from falkirk.operators import Step
@@ -196,8 +197,8 @@ class EpochRunner:
                 ):
                     files = state.store.logs(f"{p.name}.{port}").get(epoch)
                     if files is None:
-                        raise GraphError(
-                            f"internal: processor {p.name!r} has no log of epoch {epoch} for a "
+                        raise EpochInvariantError(
+                            f"processor {p.name!r} has no log of epoch {epoch} for a "
                             "consumer that rolled back; the rollback plan should have prevented this"
                         )
                     work.logged[(p.name, port)] = tuple(state.verified(files))
@@ -302,8 +303,8 @@ class EpochRunner:
             final=work.final,
         )
         if p.spec.source and p.name not in work.offsets:
-            raise GraphError(
-                f"internal: source {p.name!r} re-reads epoch {epoch}, whose offsets were "
+            raise EpochInvariantError(
+                f"source {p.name!r} re-reads epoch {epoch}, whose offsets were "
                 "forgotten below its low-watermark; the rollback plan should have prevented this"
             )
         operator = state.operators[p.name]

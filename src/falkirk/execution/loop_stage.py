@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 
 from falkirk.execution.epoch import EpochRunner, EpochWork, whole_tick
+from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.graph import EagerCheckpoint, GraphError, Loop, Processor
@@ -271,7 +272,7 @@ class LoopStage:
         work.absorb(sub)
         if sub.batch.logs or sub.batch.state:  # something persisted at this time: commit it
             if loop.interleave:  # check_interleaved refuses the policies that do
-                raise GraphError(f"internal: interleaved loop {loop.name!r} persisted something at {at}")
+                raise EpochInvariantError(f"interleaved loop {loop.name!r} persisted something at {at}")
             self.commit(sub, ran)
         return current, bool(ran)
 
@@ -294,8 +295,8 @@ class LoopStage:
         else:
             rows = current.get(key)
         if rows is None:
-            raise GraphError(
-                f"internal: processor {p.name!r} needs the rows of {i.key} at {at}, which were neither "
+            raise EpochInvariantError(
+                f"processor {p.name!r} needs the rows of {i.key} at {at}, which were neither "
                 "computed nor logged; the rollback plan should have prevented this"
             )
         return rows
@@ -313,8 +314,8 @@ class LoopStage:
                 return True  # it passed those rows on before: the next iteration ran
         for key, rows in sent.items():
             if rows is None:
-                raise GraphError(
-                    f"internal: loop {loop.name!r} cannot tell whether epoch {epoch} goes on after iteration "
+                raise EpochInvariantError(
+                    f"loop {loop.name!r} cannot tell whether epoch {epoch} goes on after iteration "
                     f"{iteration}: the rows {key[0]}.{key[1]} sent back were neither computed nor logged"
                 )
             if not rows.isEmpty():
@@ -353,8 +354,8 @@ class LoopStage:
         """The rows an output of the loop sent in every iteration of ``epoch``."""
         if any(part is None for part in parts):
             missing = [i for i, part in enumerate(parts) if part is None]
-            raise GraphError(
-                f"internal: the rows {key[0]}.{key[1]} of epoch {epoch}, iterations {missing}, were neither "
+            raise EpochInvariantError(
+                f"the rows {key[0]}.{key[1]} of epoch {epoch}, iterations {missing}, were neither "
                 "computed nor logged; the rollback plan should have prevented this"
             )
         out = empty(self.state.spark, self.state.schemas[key])

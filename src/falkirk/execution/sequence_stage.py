@@ -32,8 +32,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
-from falkirk.graph import EagerCheckpoint, GraphError, Processor, Sequenced
+from falkirk.graph import EagerCheckpoint, Processor, Sequenced
 from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN
 from falkirk.spark.frames import empty
@@ -69,8 +70,8 @@ class SequenceStage:
         number = self.number[region.name]
         numbered = work.outputs.get((number.name, "out"))
         if numbered is None:
-            raise GraphError(
-                f"internal: region {region.name!r} needs epoch {epoch}'s numbered records, which were neither "
+            raise EpochInvariantError(
+                f"region {region.name!r} needs epoch {epoch}'s numbered records, which were neither "
                 "computed nor logged; the rollback plan should have prevented this"
             )
         numbered = self.runner.keep(work, numbered)
@@ -182,8 +183,8 @@ class SequenceStage:
     def _required(current: dict[tuple[str, str], DataFrame | None], key: tuple[str, str], epoch: int, hi: int) -> DataFrame:
         rows = current.get(key)
         if rows is None:
-            raise GraphError(
-                f"internal: the rows {key[0]}.{key[1]} of epoch {epoch} up to record {hi} were neither computed "
+            raise EpochInvariantError(
+                f"the rows {key[0]}.{key[1]} of epoch {epoch} up to record {hi} were neither computed "
                 "nor logged; the rollback plan should have prevented this"
             )
         return rows

@@ -39,6 +39,7 @@ from pyspark.sql.types import StructType
 from falkirk.graph import GraphError, Processor
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import OperatorSpec
+from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.storage import StoredFile
 from falkirk.time.ticks import Tick, ordinal
 
@@ -91,7 +92,7 @@ class Operator:
 
     def __init__(self, processor: Processor, spark: SparkSession) -> None:
         if not isinstance(processor.spec, self.spec_type):
-            raise GraphError(f"internal: {type(self).__name__} runs {self.spec_type.__name__}, got {processor.spec!r}")
+            raise OperatorInvariantError(f"{type(self).__name__} runs {self.spec_type.__name__}, got {processor.spec!r}")
         self.processor = processor
         self.spark = spark
         self.name = processor.name
@@ -150,7 +151,7 @@ class Operator:
         or what changed since the previous checkpoint. Called after the epoch's
         step, before the next one's merge; the rows stay readable until ``epoch``
         commits (they are written while later epochs go on)."""
-        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to checkpoint")
+        raise OperatorInvariantError(f"processor {self.name!r} ({self.processor.kind}) has no state to checkpoint")
 
     @property
     def owner(self) -> str:
@@ -167,7 +168,7 @@ class Operator:
     def restore(self, chain: Chain, epoch: int) -> None:
         """Load the state as of checkpoint ``epoch`` from its committed chain (files
         already verified)."""
-        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) has no state to restore")
+        raise OperatorInvariantError(f"processor {self.name!r} ({self.processor.kind}) has no state to restore")
 
     def catch_up_from(self) -> int | None:
         """After :meth:`restore`: the epoch after which the restored state still
@@ -177,7 +178,7 @@ class Operator:
 
     def catch_up(self, step: Step) -> None:
         """Take a replayed epoch of input into the restored state (emits nothing)."""
-        raise GraphError(f"internal: processor {self.name!r} ({self.processor.kind}) does not catch up")
+        raise OperatorInvariantError(f"processor {self.name!r} ({self.processor.kind}) does not catch up")
 
     def revert(self, epoch: int, checkpointed: int) -> bool:
         """Forget, in memory, what steps of epochs after ``epoch`` (discarded, never

@@ -38,6 +38,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from falkirk.graph import ContinuousEventualCheckpoint, GraphError
 from falkirk.operators.base import Chain
+from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.operators.window_frames import (
     CLS,
     END,
@@ -149,7 +150,7 @@ class CecLog:
         """The log rows of ``epoch`` (once; the engine writes them with the epoch)."""
         rows = self.pending.pop(epoch, None)
         if rows is None:
-            raise GraphError(f"internal: no CEC log rows for epoch {epoch} (the step did not record them)")
+            raise OperatorInvariantError(f"no CEC log rows for epoch {epoch} (the step did not record them)")
         return rows
 
     def kind(self, epoch: int) -> str:

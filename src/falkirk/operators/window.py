@@ -45,6 +45,7 @@ from falkirk.graph.signatures import StateSignature
 from falkirk.graph.windows import WindowSpec
 from falkirk.operators.base import Chain, Step, require, state_columns
 from falkirk.operators.cec import CecLog
+from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.operators.window_frames import (
     CLS,
@@ -271,7 +272,7 @@ class WindowOperator(KeyedOperator):
     def _restored_meta(self, chain: Chain, epoch: int) -> tuple[int | None, int | None, int | None]:
         paths = [f.path for t, _, files in chain if t == epoch for f in files]
         if not paths:
-            raise GraphError(f"internal: window processor {self.name!r} has no checkpoint at epoch {epoch} to restore")
+            raise OperatorInvariantError(f"window processor {self.name!r} has no checkpoint at epoch {epoch} to restore")
         meta = self.spark.read.parquet(*paths).filter(f"{META} IS NOT NULL AND {META}").select(WATERMARK, CLOSED_AT, MAX_TIME, SPEC).collect()
         if len(meta) != 1:
             raise GraphError(

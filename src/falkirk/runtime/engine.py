@@ -73,6 +73,7 @@ from falkirk.graph import GraphError, Pipeline
 from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
+from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
@@ -471,7 +472,7 @@ class Engine:
                 if not is_executor_loss(exc):
                     raise
                 if run.admission.admitted or any(run.loops.flights.values()):
-                    raise GraphError(f"internal: epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from exc
+                    raise EngineInvariantError(f"epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from exc
                 planned -= self.recovery.executor_lost(state, runner, work, inflight, self._failed, exc)
                 self._failed = set()
                 epoch = min(state.frontier.values()) + 1
