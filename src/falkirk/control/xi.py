@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from falkirk.control.domains import domain_of
-from falkirk.graph import FullHistory, Processor
+from falkirk.graph import Processor
 from falkirk.graph.edge_id import EdgeId
 from falkirk.recovery import CheckpointMeta, Topology
 from falkirk.time import INF, Domain, Frontier, SeqDomain, Time
@@ -48,7 +48,7 @@ def at_tick(
 ) -> CheckpointMeta | None:
     """Ξ(p, ↓tick) if p can roll back to ``tick`` once the commit is durable;
     ``checkpointed``: the commit holds a keyed-state checkpoint of p at ``tick``."""
-    if p.stateful and not isinstance(p.policy, FullHistory) and not checkpointed:
+    if p.stateful and not p.policy.rebuilds_from_inputs and not checkpointed:
         return None  # keyed state without a checkpoint here: not a rollback point
     discarded, logged = log_metadata(topology, p, tick, kept_logs)
     frontier = tick_frontier(domain_of(p), tick)

@@ -13,15 +13,14 @@ import time
 
 from falkirk.control.domains import tick
 from falkirk.control.faults import CrashPoint, crash_point
-from falkirk.coordinator.exceptions import RecoveryInvariantError
+from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.run_state import RunState
-from falkirk.graph import FullHistory, GraphError, Processor
-from falkirk.operators import Step
+from falkirk.graph import Processor
 from falkirk.recovery import CheckpointMeta, solve
 from falkirk.spark.materialise import replicated
 from falkirk.storage import Forget
 from falkirk.time import Frontier
-from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, start_tick, whole
+from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, whole
 
 logger = logging.getLogger(__name__)
 
@@ -133,60 +132,4 @@ def restore(state: RunState, p: Processor, at: Tick) -> None:
     """Give keyed processor ``p`` its state as of tick ``at`` (with the copies of
     each block its policy asks for)."""
     with replicated(p.policy.replicas):
-        _restore(state, p, at)
-
-
-def _restore(state: RunState, p: Processor, at: Tick) -> None:
-    operator = state.operators[p.name]
-    if isinstance(p.policy, FullHistory):
-        _replay_history(state, p, int(at))  # type: ignore[arg-type]
-    elif at != start_tick(state.topology.domains[p.name]):
-        chain = state.store.state_files(p.name)
-        for _, _, files in chain:  # damaged or partial files are found before any use
-            state.verified(files)
-        operator.restore([(ordinal(t), kind, files) for t, kind, files in chain], ordinal(at))
-        if operator.catch_up_from() is not None:  # an epoch processor (windows are never in loops)
-            _catch_up(state, p, epochs_done(at))
-    else:
-        operator.reset()
-
-
-def _catch_up(state: RunState, p: Processor, upto: int) -> None:
-    """Replay p's own input log of the epochs its restored state still lacks
-    (:meth:`~falkirk.operators.Operator.catch_up_from`), up to ``upto``."""
-    operator = state.operators[p.name]
-    start = operator.catch_up_from()
-    if start is None or start >= upto:
-        return
-    logs = [state.store.logs(state.input_log(p, k)) for k in range(len(p.inputs))]
-    schemas = [state.schemas[(i.src, i.port)] for i in p.inputs]
-    crash_point(CrashPoint.CATCH_UP_STARTED)
-    started, replayed = time.perf_counter(), 0
-    for epoch in range(start + 1, upto + 1):
-        missing = [k for k, log in enumerate(logs) if epoch not in log]
-        if missing:
-            raise GraphError(
-                f"recovery of {p.name!r} needs its input log of epoch {epoch} (inputs {missing}), which is gone: "
-                "the metadata and the logs disagree; restart from a new storage root"
-            )
-        inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
-        operator.catch_up(Step(epoch, inputs))
-        replayed += sum(f.size for log in logs for f in log[epoch])
-        crash_point(CrashPoint.CATCH_UP_EPOCH)
-    state.report.caught_up.append((p.name, upto - start, replayed, time.perf_counter() - started))
-    logger.info("recovery processor=%s caught up from its input log, epochs %d..%d", p.name, start + 1, upto)
-
-
-def _replay_history(state: RunState, p: Processor, upto: int) -> None:
-    """Rebuild a FullHistory processor's state by re-running its logged inputs."""
-    operator = state.operators[p.name]
-    operator.reset()
-    logs = [state.store.logs(state.input_log(p, k)) for k in range(len(p.inputs))]
-    schemas = [state.schemas[(i.src, i.port)] for i in p.inputs]
-    for epoch in range(1, upto + 1):
-        missing = [k for k, log in enumerate(logs) if epoch not in log]
-        if missing:
-            raise RecoveryInvariantError(f"the input log of {p.name!r} lacks epoch {epoch} (inputs {missing})")
-        inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
-        operator.step(Step(epoch, inputs))
-    logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)
+        behaviour_of(p.policy).restore(state, p, at)

@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
 from falkirk.control.domains import input_log_key
-from falkirk.graph import ContinuousEventualCheckpoint, FullHistory, Pipeline, Policy, Processor
+from falkirk.execution.behaviours import Held, behaviour_of
+from falkirk.graph import Pipeline, Policy, Processor
 from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.signatures import StateSignature
 from falkirk.operators import Operator
@@ -59,28 +59,9 @@ from falkirk.storage import MetaStore
 logger = logging.getLogger(__name__)
 
 
-class Held(Enum):
-    """What a storage root holds of a keyed processor's state, and so what a policy
-    restarting it can restore from (the value says it in a message)."""
-
-    #: Nothing: the state is rebuilt from epoch 1 (Stateless, LogOutputs, or no
-    #: checkpoint committed yet).
-    NOTHING = "nothing (the state is rebuilt from every input since epoch 1)"
-    #: Checkpoints (LazyCheckpoint, EagerCheckpoint, AtBarriers).
-    CHECKPOINTS = "checkpoints of the state"
-    #: A log of every input since epoch 1 (FullHistory).
-    INPUT_LOG = "a log of every input since epoch 1 (FullHistory's)"
-    #: A log of the windows' control rows (ContinuousEventualCheckpoint).
-    CEC_LOG = "a log of the windows' control rows (ContinuousEventualCheckpoint's)"
-
-
 def restores_from(policy: Policy) -> Held:
     """What ``policy`` restores a processor's state from after a restart."""
-    if isinstance(policy, FullHistory):
-        return Held.INPUT_LOG
-    if isinstance(policy, ContinuousEventualCheckpoint):
-        return Held.CEC_LOG
-    return Held.CHECKPOINTS if policy.writes_checkpoints else Held.NOTHING
+    return behaviour_of(policy).held
 
 
 def held(store: MetaStore, processor: Processor) -> Held:

@@ -34,9 +34,10 @@ from pyspark.sql import functions as F
 from falkirk.control.domains import projection_kind
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
+from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
-from falkirk.graph import AtBarriers, GraphError, Pipeline, Processor
+from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
@@ -354,9 +355,7 @@ class EpochRunner:
         work.ran.append(p.name)
 
     def _checkpoints_now(self, p: Processor, work: EpochWork) -> bool:
-        if isinstance(p.policy, AtBarriers):
-            return work.barrier
-        return p.policy.checkpoints_at(work.epoch, self.checkpoints[p.name])
+        return behaviour_of(p.policy).checkpoints_after(p.policy, work.epoch, self.checkpoints[p.name], barrier=work.barrier)
 
     def snapshot(self, epoch: int) -> EpochWork:
         """A global checkpoint of the state after ``epoch``, which has committed and

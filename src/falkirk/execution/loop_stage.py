@@ -47,11 +47,12 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 
+from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.epoch import EpochRunner, EpochWork, whole_tick
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
-from falkirk.graph import EagerCheckpoint, GraphError, Loop, Processor
+from falkirk.graph import GraphError, Loop, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
 from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
@@ -255,7 +256,7 @@ class LoopStage:
                     current[(p.name, port)] = self._logged(p, port, own)
                 continue
             inputs = [self._input(p, k, at, current, sent, work) for k in range(len(p.inputs))]
-            eager = isinstance(p.policy, EagerCheckpoint)
+            eager = behaviour_of(p.policy).checkpoints_each_part
             self.runner.run(p, sub, inputs, tick=own, checkpoint=eager and p.spec.keyed)
             for port in p.ports:
                 current[(p.name, port)] = sub.outputs[(p.name, port)]
@@ -344,7 +345,7 @@ class LoopStage:
                 continue  # it held the whole epoch: its record exists
             if p.spec.keyed:
                 end = whole_tick(p, epoch)
-                if isinstance(p.policy, EagerCheckpoint):
+                if behaviour_of(p.policy).checkpoints_each_part:
                     work.batch.state.append((p.name, end, "delta", []))
                 elif p.policy.checkpoints_at(epoch, self.runner.checkpoints[p.name]):
                     self.runner.checkpoint(p, end, work)

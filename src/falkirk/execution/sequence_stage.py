@@ -31,10 +31,11 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.epoch import EpochRunner, EpochWork
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
-from falkirk.graph import EagerCheckpoint, Processor, Sequenced
+from falkirk.graph import Processor, Sequenced
 from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN
 from falkirk.spark.frames import empty
@@ -175,7 +176,7 @@ class SequenceStage:
             self.state.resumed.pop(p.name, None)
             if epoch <= self.state.restored[p.name]:
                 continue  # it held the whole epoch: its record exists
-            if p.spec.keyed and isinstance(p.policy, EagerCheckpoint):
+            if p.spec.keyed and behaviour_of(p.policy).checkpoints_each_part:
                 work.batch.state.append((p.name, (epoch, INF), "delta", []))
             work.ran.append(p.name)
 

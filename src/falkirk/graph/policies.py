@@ -58,6 +58,14 @@ class Policy:
     #: replay it).
     logs_inputs: bool = False
 
+    #: Whether the processor's state is rebuilt by running it again over every
+    #: input it logged, so that every epoch is a rollback point without a checkpoint.
+    rebuilds_from_inputs: bool = False
+
+    #: Whether the processor logs its state's changes every epoch and checkpoints the
+    #: state only eventually (continuous eventual checkpoints; windows only).
+    checkpoints_eventually: bool = False
+
     def checkpoints_at(self, epoch: int, checkpoints_so_far: int) -> bool:
         """Whether keyed state is checkpointed after ``epoch``."""
         return False
@@ -132,6 +140,7 @@ class FullHistory(Policy):
     its initial state. Needs no checkpoint code, but the log grows without bound."""
 
     logs_inputs: bool = True
+    rebuilds_from_inputs: bool = True
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,7 @@ class ContinuousEventualCheckpoint(Policy):
     logs_outputs: bool = True
     writes_checkpoints: bool = True
     logs_inputs: bool = True
+    checkpoints_eventually: bool = True
 
     def __post_init__(self) -> None:
         for name in ("extent_target", "replay_target"):

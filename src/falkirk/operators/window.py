@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from falkirk.graph import ContinuousEventualCheckpoint, GraphError
+from falkirk.graph import GraphError
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.windows import WindowSpec
 from falkirk.operators.base import Chain, Step, require, state_columns
@@ -85,7 +85,7 @@ class WindowOperator(KeyedOperator):
             )
         self.input_columns = schema.fieldNames()
         self.layout = Layout.of(spec.key, spec.time, spec.shape, dict(spec.aggregates), schema, spec.fn)
-        self.cec = isinstance(self.processor.policy, ContinuousEventualCheckpoint)
+        self.cec = self.processor.policy.checkpoints_eventually
         delta_checkpoints = self.processor.policy.writes_checkpoints and not self.cec
         self.state = KeyedState(self.spark, (*spec.key,), self.layout.state_schema(schema), keep_tombstones=delta_checkpoints)
         #: What the stored state means: a restore with other settings is refused.
