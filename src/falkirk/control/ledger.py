@@ -27,7 +27,7 @@ from falkirk.graph import Pipeline, Processor, Source
 from falkirk.graph.edge_id import EdgeId
 from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
-from falkirk.recovery.extent import extent_start
+from falkirk.recovery.chain import Base, Cec, ChainKind
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
 from falkirk.time.ticks import SEQ, Tick, epoch_of_tick, message_time, tick_time, whole
 
@@ -270,8 +270,12 @@ class Ledger:
 def chain_start(t: Tick, kind: str) -> Tick | None:
     """The oldest chain entry (and, for a CEC log, the last input epoch) that
     restoring entry ``t`` of ``kind`` needs: itself for a base, T for ``cec:T``,
-    None for a delta (it needs the base before it)."""
-    if kind == "base":
+    None for a delta (it needs the base before it). Raises
+    :class:`~falkirk.recovery.exceptions.ChainError` for a kind Falkirk does not write."""
+    parsed = ChainKind.parse(kind)
+    if isinstance(parsed, Base):
         return t
-    return extent_start(kind)
+    if isinstance(parsed, Cec):
+        return parsed.start
+    return None
 

@@ -53,7 +53,7 @@ from falkirk.graph import Pipeline, Policy, Processor
 from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.signatures import StateSignature
 from falkirk.operators import Operator
-from falkirk.recovery.extent import KIND_PREFIX
+from falkirk.recovery.chain import Cec, ChainKind
 from falkirk.storage import MetaStore
 
 logger = logging.getLogger(__name__)
@@ -66,8 +66,8 @@ def restores_from(policy: Policy) -> Held:
 
 def held(store: MetaStore, processor: Processor) -> Held:
     """What the root holds of ``processor``'s state, as its committed records say."""
-    kinds = {kind for _, kind, _ in store.state_files(processor.name)}
-    if any(kind.startswith(KIND_PREFIX) for kind in kinds):
+    kinds = {ChainKind.parse(kind) for _, kind, _ in store.state_files(processor.name)}
+    if any(isinstance(kind, Cec) for kind in kinds):
         return Held.CEC_LOG
     if kinds:
         return Held.CHECKPOINTS

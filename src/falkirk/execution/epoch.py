@@ -399,7 +399,7 @@ class EpochRunner:
         operator = self.state.operators[p.name]
         with replicated(p.policy.replicas):  # a base checkpoint compacts the state
             rows = operator.checkpoint(ordinal(tick), base)
-        kind = operator.chain_kind(ordinal(tick), base)
+        kind = str(operator.chain_kind(ordinal(tick), base))  # as persisted: in the metadata and the files' names
         self._write_later(
             work, f"{p.name}/checkpoint {tick_label(tick)}", self._write_checkpoint, rows, p.name, tick, kind, work.batch, work.barrier
         )

@@ -54,6 +54,7 @@ from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.graph import GraphError, Loop, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
+from falkirk.recovery.chain import Delta
 from falkirk.spark.blocks import free
 from falkirk.spark.frames import empty
 from falkirk.time.ticks import Tick
@@ -346,7 +347,7 @@ class LoopStage:
             if p.spec.keyed:
                 end = whole_tick(p, epoch)
                 if behaviour_of(p.policy).checkpoints_each_part:
-                    work.batch.state.append((p.name, end, "delta", []))
+                    work.batch.state.append((p.name, end, str(Delta()), []))
                 elif p.policy.checkpoints_at(epoch, self.runner.checkpoints[p.name]):
                     self.runner.checkpoint(p, end, work)
             work.ran.append(p.name)

@@ -38,6 +38,7 @@ from falkirk.execution.run_state import RunState
 from falkirk.graph import Processor, Sequenced
 from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN
+from falkirk.recovery.chain import Delta
 from falkirk.spark.frames import empty
 from falkirk.time import INF
 from falkirk.time.ticks import SEQ_BLOCK, Tick
@@ -177,7 +178,7 @@ class SequenceStage:
             if epoch <= self.state.restored[p.name]:
                 continue  # it held the whole epoch: its record exists
             if p.spec.keyed and behaviour_of(p.policy).checkpoints_each_part:
-                work.batch.state.append((p.name, (epoch, INF), "delta", []))
+                work.batch.state.append((p.name, (epoch, INF), str(Delta()), []))
             work.ran.append(p.name)
 
     @staticmethod

@@ -40,11 +40,15 @@ from falkirk.graph import GraphError, Processor
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import OperatorSpec
 from falkirk.operators.exceptions import OperatorInvariantError
+from falkirk.recovery.chain import Base, ChainKind, Delta
 from falkirk.storage import StoredFile
 from falkirk.time.ticks import Tick, ordinal
 
-#: A keyed-state checkpoint chain: (version, "base" | "delta", files), oldest first
-#: (a version is the epoch outside loops, the ordinal of a tick inside one).
+#: A keyed-state checkpoint chain: (version, kind, files), oldest first (a version is
+#: the epoch outside loops, the ordinal of a tick inside one; the kind as persisted,
+#: ``"base"``, ``"delta"`` or ``"cec:T"``: read it with
+#: :class:`~falkirk.recovery.chain.ChainKind`, walk the chain with
+#: :func:`~falkirk.recovery.chain.entries_to_restore`).
 Chain = Sequence[tuple[int, str, Sequence[StoredFile]]]
 
 
@@ -158,12 +162,13 @@ class Operator:
         """How errors about this operator's stored state name it."""
         return f"processor {self.name!r} ({self.processor.kind})"
 
-    def chain_kind(self, epoch: int, base: bool) -> str:
+    def chain_kind(self, epoch: int, base: bool) -> ChainKind:
         """How the checkpoint of ``epoch`` just taken is recorded in the chain:
-        ``base`` (restorable alone) or ``delta`` (needs the base before it); an
-        operator with a log of its own may say more (``cec:T``: needs the
-        entries from epoch T on)."""
-        return "base" if base else "delta"
+        :class:`~falkirk.recovery.chain.Base` (restorable alone) or
+        :class:`~falkirk.recovery.chain.Delta` (needs the base before it); an
+        operator with a log of its own may say more (:class:`~falkirk.recovery.chain.Cec`:
+        needs the entries from epoch T on). The engine persists ``str()`` of it."""
+        return Base() if base else Delta()
 
     def restore(self, chain: Chain, epoch: int) -> None:
         """Load the state as of checkpoint ``epoch`` from its committed chain (files

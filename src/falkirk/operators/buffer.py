@@ -22,6 +22,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import BufferSpec
 from falkirk.operators.base import Chain, Operator, Step, state_columns
+from falkirk.recovery.chain import entries_to_restore
 from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise
@@ -76,10 +77,9 @@ class BufferOperator(Operator):
 
     def restore(self, chain: Chain, epoch: int) -> None:
         """All of the epochs up to ``epoch``, none after: the chain's files from its
-        last base at or before ``epoch``, keeping only rows of those epochs."""
-        usable = [c for c in chain if c[0] <= epoch]
-        bases = [i for i, c in enumerate(usable) if c[1] == "base"]
-        files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs] if bases else []
+        last base at or before ``epoch`` (:func:`~falkirk.recovery.chain.entries_to_restore`,
+        which raises if there is none), keeping only rows of those epochs."""
+        files = [f.path for entry in entries_to_restore(chain, epoch) for f in entry.files]
         check_stored_schema(self.spark, files, self.file_schema, self.owner)
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
         self.reset()

@@ -51,7 +51,8 @@ from falkirk.operators.window_frames import (
     Layout,
     check_signature,
 )
-from falkirk.recovery.extent import Extent, extent_kind, extent_start
+from falkirk.recovery.chain import Cec, entries_to_restore
+from falkirk.recovery.extent import Extent
 from falkirk.spark.files import check_stored_schema
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
@@ -153,8 +154,9 @@ class CecLog:
             raise OperatorInvariantError(f"no CEC log rows for epoch {epoch} (the step did not record them)")
         return rows
 
-    def kind(self, epoch: int) -> str:
-        return extent_kind(self.starts[epoch])
+    def kind(self, epoch: int) -> Cec:
+        """The chain kind of ``epoch``'s log entry: ``cec:T``, T its extent's start."""
+        return Cec(self.starts[epoch])
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -165,12 +167,12 @@ class CecLog:
         after T is replayed by :meth:`catch_up` (the engine reads it)."""
         started = time.perf_counter()
         self.reset()
-        at = [kind for t, kind, _ in chain if t == epoch]
-        if len(at) != 1 or extent_start(at[0]) is None:
+        entries = entries_to_restore(chain, epoch)  # cec:T at epoch: the entries from T to epoch
+        kind = entries[-1].kind
+        if not isinstance(kind, Cec):
             raise GraphError(f"CEC: no log entry for epoch {epoch} in the chain {[(t, k) for t, k, _ in chain]}")
-        start = extent_start(at[0])
-        assert start is not None
-        paths = [f.path for t, _, files in chain if start <= t <= epoch for f in files]
+        start = kind.start
+        paths = [f.path for entry in entries for f in entry.files]
         check_stored_schema(self.spark, paths, self.schema, "a window processor's CEC log")
         rows = self.spark.read.schema(self.schema).parquet(*paths)
         damaged = rows.filter(F.col("fingerprint") != self._fingerprint()).count()

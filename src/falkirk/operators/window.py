@@ -57,7 +57,7 @@ from falkirk.operators.window_frames import (
     late_schema,
     signature,
 )
-from falkirk.recovery.extent import extent_start
+from falkirk.recovery.chain import Cec, ChainKind
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import DELETED, EPOCH, KeyedState
 
@@ -242,17 +242,17 @@ class WindowOperator(KeyedOperator):
         )
         return rows.unionByName(meta, allowMissingColumns=True)
 
-    def chain_kind(self, epoch: int, base: bool) -> str:
+    def chain_kind(self, epoch: int, base: bool) -> ChainKind:
         if self.log is not None:
             return self.log.kind(epoch)
         return super().chain_kind(epoch, base)
 
     def restore(self, chain: Chain, epoch: int) -> None:
         started = time.perf_counter()
-        kinds = {kind for t, kind, _ in chain if t == epoch}
-        cec_kinds = {k for k in kinds if extent_start(k) is not None}
-        if bool(cec_kinds) != self.cec or not kinds:
-            found = ", ".join(sorted(kinds)) or "none"
+        kinds = {ChainKind.parse(kind) for t, kind, _ in chain if t == epoch}
+        cec = any(isinstance(kind, Cec) for kind in kinds)
+        if cec != self.cec or not kinds:
+            found = ", ".join(sorted(map(str, kinds))) or "none"
             raise GraphError(
                 f"window processor {self.name!r}: its state at epoch {epoch} was written under another policy (checkpoint "
                 f"kind {found}; this run uses {self.processor.policy.name}). Restart with the policy that wrote it, "

@@ -17,5 +17,12 @@ class CheckpointError(RecoveryError):
     """A checkpoint's metadata Ξ(p, f) is malformed or out of order."""
 
 
+class ChainError(RecoveryError, ValueError):
+    """A keyed processor's checkpoint chain cannot be read as asked: an entry's kind
+    is not one Falkirk writes, or no entries restore the version asked for (see
+    :mod:`falkirk.recovery.chain`). Also a ``ValueError``, as the errors it replaced
+    were."""
+
+
 class ScenarioError(RecoveryError):
     """A scenario file does not follow the format in docs/scenarios.md."""

@@ -8,33 +8,14 @@ the log from epoch T to c (the *extent*, q rows) and replays the input after T (
 rows). :class:`Extent` counts, per epoch, the open windows whose last footprint is
 in that epoch, and the log and input rows of every epoch from T on - numbers only,
 never a window - and chooses which footprint epochs to checkpoint again to meet the
-targets Q and U within a budget (:meth:`Extent.checks`).
+targets Q and U within a budget (:meth:`Extent.checks`). A CEC log's chain entries
+record T in their kind (:class:`falkirk.recovery.chain.Cec`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
-#: A CEC log's chain entries have kind ``cec:T``: restoring them needs the entries
-#: (and the input) from epoch T on.
-KIND_PREFIX = "cec:"
-
-
-def extent_kind(start: int) -> str:
-    """The chain kind of a CEC log entry whose extent starts at epoch ``start``."""
-    return f"{KIND_PREFIX}{start}"
-
-
-def extent_start(kind: str) -> int | None:
-    """T recorded in a chain entry's kind (``cec:T``); None for other kinds.
-    Raises ``ValueError`` for a damaged ``cec:`` kind."""
-    if not kind.startswith(KIND_PREFIX):
-        return None
-    try:
-        return int(kind[len(KIND_PREFIX) :])
-    except ValueError as exc:
-        raise ValueError(f"a CEC chain entry has kind {kind!r}; expected 'cec:<epoch>' (the metadata is damaged)") from exc
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from falkirk.recovery.chain import entries_to_restore
 from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import COMPACT_EVERY
@@ -168,9 +169,8 @@ class KeyedRows:
 
 
 def chain_files(chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int) -> list[str]:
-    """The files of the latest base at or before ``epoch`` and the deltas after it."""
-    usable = [c for c in chain if c[0] <= epoch]
-    bases = [i for i, c in enumerate(usable) if c[1] == "base"]
-    if not bases:
-        raise ValueError(f"no base checkpoint at or before epoch {epoch}")
-    return [f.path for _, _, files in usable[bases[-1] :] for f in files]
+    """The files of the latest base at or before ``epoch`` and the deltas after it
+    (:func:`~falkirk.recovery.chain.entries_to_restore`, which raises
+    :class:`~falkirk.recovery.exceptions.ChainError` when the chain cannot restore
+    ``epoch``)."""
+    return [f.path for entry in entries_to_restore(chain, epoch) for f in entry.files]

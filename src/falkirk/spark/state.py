@@ -37,6 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
+from falkirk.recovery.chain import Base, Delta, entries_to_restore
 from falkirk.spark.files import check_stored_schema, write_parquet
 from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
@@ -338,12 +339,15 @@ class KeyedState:
     def write_checkpoint(self, parent: str, epoch: int, base: bool, fs: FileSystem) -> list[StoredFile]:
         """:meth:`checkpoint` written under ``parent`` (by all partitions at once,
         one file each)."""
-        label = f"e{epoch}-{'base' if base else 'delta'}"
+        label = f"e{epoch}-{Base() if base else Delta()}"
         return write_parquet(self.checkpoint(epoch, base), parent, label, fs)
 
     def restore(self, chain: Sequence[tuple[int, str, Sequence[StoredFile]]], epoch: int, owner: str = "keyed state") -> None:
         """Load the state as of checkpoint ``epoch`` from committed checkpoints
-        ``(epoch, kind, files)``; raises ``ValueError`` if no base precedes it, and
+        ``(epoch, kind, files)``: the last base at or before it and the deltas after
+        (:func:`~falkirk.recovery.chain.entries_to_restore`); raises
+        :class:`~falkirk.recovery.exceptions.ChainError` (a ``ValueError``) if the
+        chain cannot restore ``epoch`` (no base precedes it), and
         :class:`~falkirk.graph.exceptions.PipelineChangedError` (naming ``owner``)
         if the files were written with another layout of the state.
 
@@ -351,16 +355,13 @@ class KeyedState:
         materialised by a Spark job in the background, so the engine's start and
         the first epoch's state-independent half overlap it. The first use of the
         runs waits for it."""
-        usable = [c for c in chain if c[0] <= epoch]
-        bases = [i for i, c in enumerate(usable) if c[1] == "base"]
-        if not bases:
-            raise ValueError(f"no base checkpoint at or before epoch {epoch}")
-        files = [f.path for _, _, fs in usable[bases[-1] :] for f in fs]
+        entries = entries_to_restore(chain, epoch)
+        files = [f.path for entry in entries for f in entry.files]
         check_stored_schema(self.spark, files, self.file_schema, owner)
         rows = self.spark.read.schema(self.file_schema).parquet(*files) if files else empty(self.spark, self.file_schema)
         for run in self._replaced_runs():
             self.retire(self.version, run)
-        if len(usable) - bases[-1] == 1:  # a base alone holds one row per key (and no tombstone that counts)
+        if len(entries) == 1:  # a base alone holds one row per key (and no tombstone that counts)
             load = partial(self._materialise, rows.filter(~F.col(DELETED)))
         else:
             load = partial(self._materialise, self._latest(rows).filter(~F.col(DELETED)), partitioned=True)

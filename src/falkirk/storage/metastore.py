@@ -122,7 +122,9 @@ class CommitBatch:
     #: (edge, tick, files) of logged messages (the sender's tick: an epoch, or
     #: ``(epoch, iteration)`` in a loop).
     logs: list[tuple[str, Tick, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (processor, tick, "base" | "delta", files) of keyed-state checkpoints.
+    #: (processor, tick, kind, files) of keyed-state checkpoints; the kind as persisted,
+    #: ``str()`` of a :class:`falkirk.recovery.chain.ChainKind` (``"base"``,
+    #: ``"delta"`` or ``"cec:T"``).
     state: list[tuple[str, Tick, str, Sequence[StoredFile]]] = field(default_factory=list)
     #: Records forgotten in the same transaction.
     forget: Forget = field(default_factory=Forget)
