@@ -217,42 +217,25 @@ def build_pipeline(
 def explain(pipeline: Pipeline, storage: str | Path) -> dict[str, list[str]]:
     """What a failure of one processor of each regime (:data:`REGIMES`) would roll back,
     now, given what ``storage`` (a local root, not in use) has committed: the solver's
-    plan (``falkirk solve``'s algorithm) with that processor failed and every other
-    one surviving with its live state, as after an executor loss (for the whole
+    plan (:func:`falkirk.ops.what_if.what_if`) with that processor failed and every
+    other one surviving with its live state, as after an executor loss (for the whole
     application: every processor failed, as after a restart). Per regime, one line
     per processor that rolls back: where to, the epochs it re-does, how its state
     comes back, and the solver's reason; then the logs that are re-sent."""
-    from falkirk.control import xi
-    from falkirk.control.domains import tick, topology
-    from falkirk.recovery import solve
-    from falkirk.storage import MetaStore
-    from falkirk.time.ticks import epochs_done
+    from falkirk.ops.what_if import what_if
 
-    topo = topology(pipeline)
-    meta = MetaStore(Path(storage), read_only=True)
-    try:
-        stored = meta.checkpoints(topo)
-        epoch = meta.committed_epoch() or 0
-        kept = {key: set(meta.log_epochs(key)) for p in pipeline.processors.values() for key in (f"{p.name}.{q}" for q in p.ports)}
-    finally:
-        meta.close()
     procs = pipeline.processors
     out: dict[str, list[str]] = {}
     for regime, failed in REGIMES.items():
-        available = {
-            p: [s.meta for s in stored.get(p, [])]
-            + ([] if failed in (p, "*") else [xi.live(topo, procs[p], epoch, lambda k: kept.get(k, set()))])
-            for p in topo.processors
-        }
-        plan = solve(topo, available)
+        answer = what_if(pipeline, storage, set(procs) if failed == "*" else {failed})
+        epoch, plan = answer.epoch, answer.plan
         said = [f"{'every processor' if failed == '*' else failed} fails after epoch {epoch}:"]
         for name in procs:
             f = plan.frontiers[name]
             if f.is_top:
                 continue
-            redo = epoch - epochs_done(tick(f))
             said.append(
-                f"  {name} ({_restores(procs[name])}) rolls back to {f!r}, re-doing {redo} epoch(s): {plan.explanations[name]}"
+                f"  {name} ({_restores(procs[name])}) rolls back to {f!r}, re-doing {answer.redo[name]} epoch(s): {plan.explanations[name]}"
             )
         said += [f"  {edge} re-sends its log of {list(times)}" for edge, times in plan.resend.items() if times]
         kept_live = sorted(n for n in procs if plan.frontiers[n].is_top)
