@@ -9,8 +9,8 @@ The dependency goes one way: modules here import the demos' pipeline definitions
 (the input and output contracts: schemas, headers, column names, the validation a
 batch reference shares with its pipeline), and :mod:`falkirk.demo` imports nothing
 from here, so a demo pipeline stays usable without its test fixtures. A reference
-imports no function that computes a pipeline's result, only those that say what
-its input means. Nothing in the engine (``falkirk.time`` ... ``falkirk.runtime``,
+imports none of a pipeline's computation (sessions, joins, aggregates), only what
+says what its input and output are: validation, parsing, row shapes. Nothing in the engine (``falkirk.time`` ... ``falkirk.runtime``,
 ``falkirk.ops``) imports this package or :mod:`falkirk.demo`; ``tests/test_layout.py``
 checks both.
 """
