@@ -33,17 +33,10 @@ def child(entries: str, runs: int) -> None:
     """One driver: ``runs`` runs with the cache at ``entries``; prints one JSON line."""
     import pandas as pd
 
-    from falkirk.demo.windowed import (
-        OUTPUT_COLUMNS,
-        build_pipeline,
-        expected,
-        policy_named,
-        read_input,
-        shape_of,
-        write_input,
-    )
+    from falkirk.demo.windowed import OUTPUT_COLUMNS, build_pipeline, policy_named, shape_of
     from falkirk.runtime import Engine
     from falkirk.spark import spark_session
+    from falkirk.testing.windowed import expected, read_input, write_input
 
     spark = spark_session(conf={"spark.sql.codegen.cache.maxEntries": entries})
     metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]

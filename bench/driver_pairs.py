@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.watch import OutputWatcher
-from falkirk.demo.clickstream import write_input
+from falkirk.testing.clickstream import write_input
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--scratch", default="/tmp/falkirk-bench-driver-pairs")
     args = parser.parse_args()
-    from falkirk.services import PostgresServer
+    from falkirk.testing.services import PostgresServer
 
     scratch = Path(args.scratch)
     shutil.rmtree(scratch, ignore_errors=True)

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.watch import OutputWatcher
-from falkirk.demo.clickstream import write_input
 from falkirk.spark import standalone
+from falkirk.testing.clickstream import write_input
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "clickstream.py"

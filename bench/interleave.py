@@ -33,10 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd
 
 from bench.tables import medians, print_medians, show, write_csv
-from falkirk.demo.halving import build, expected, write
-from falkirk.demo.verify import differences
+from falkirk.demo.halving import build
 from falkirk.runtime import Engine
 from falkirk.spark import spark_session
+from falkirk.testing.halving import expected, write
+from falkirk.testing.verify import differences
 
 CONFIGS = {"in-order": False, "interleaved": True}
 

@@ -47,9 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.in_process import run_failing_once
 from bench.tables import medians, print_medians, show, write_csv
-from falkirk.demo.components import build_pipeline, write_input
+from falkirk.demo.components import build_pipeline
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Policy, Stateless
 from falkirk.spark import spark_session
+from falkirk.testing.components import write_input
 
 CONFIGS: dict[str, Callable[[], Policy]] = {
     "none": Stateless,

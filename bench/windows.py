@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.in_process import run_failing_once
 from bench.tables import medians, print_medians, show, write_csv
-from falkirk.demo.windowed import build_pipeline, write_input
+from falkirk.demo.windowed import build_pipeline
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
     EagerCheckpoint,
@@ -51,6 +51,7 @@ from falkirk.graph import (
 )
 from falkirk.runtime import Engine
 from falkirk.spark import spark_session
+from falkirk.testing.windowed import write_input
 
 SHAPE = Tumbling(60)
 DELAY = 30

@@ -21,7 +21,7 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[object]:
     """A real redis-server on 127.0.0.1 (a free port, data in a temporary directory)."""
-    from falkirk.services import RedisServer
+    from falkirk.testing.services import RedisServer
 
     with RedisServer() as server:
         yield server
@@ -30,7 +30,7 @@ def redis_server() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[object]:
     """A real PostgreSQL on 127.0.0.1 with prepared transactions allowed."""
-    from falkirk.services import PostgresServer
+    from falkirk.testing.services import PostgresServer
 
     with PostgresServer() as server:
         yield server

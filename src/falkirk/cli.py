@@ -63,7 +63,7 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from falkirk.demo.run import main as run_demo
+    from falkirk.crash_demo import main as run_demo
 
     return run_demo(args.workdir, files=args.files)
 

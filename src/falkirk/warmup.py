@@ -57,9 +57,10 @@ def train(target: str) -> None:
     """The training run (in its own process): a small clickstream pipeline, so the
     archive holds the classes of reading CSV, SQL, joins, aggregates, Python
     workers, Parquet writes and local checkpoints."""
-    from falkirk.demo.clickstream import build_pipeline, write_input
+    from falkirk.demo.clickstream import build_pipeline
     from falkirk.runtime import Engine
     from falkirk.spark.session import DEFAULTS, spark_session
+    from falkirk.testing.clickstream import write_input
 
     options = f"{DEFAULTS['spark.driver.extraJavaOptions']} -XX:ArchiveClassesAtExit={target} {QUIET}"
     spark = spark_session(app="falkirk-cds", conf={"spark.driver.extraJavaOptions": options})

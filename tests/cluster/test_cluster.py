@@ -29,11 +29,12 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
-from falkirk.demo.verify import differences
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.graph import EagerCheckpoint, GraphError
 from falkirk.runtime import Engine
 from falkirk.spark import standalone
+from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
+from falkirk.testing.verify import differences
 from tests.engine.examples import finish
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

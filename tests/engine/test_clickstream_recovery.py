@@ -3,7 +3,7 @@ moments, for several policy mixes; restart it; compare with one Spark batch job.
 
 The contract checked: the WHOLE output - every row of the output table and of the
 dead-letter table, as multisets - equals what one plain Spark batch job computes over
-the same input (:func:`~falkirk.demo.clickstream.batch_output`, per user and epoch),
+the same input (:func:`~falkirk.testing.clickstream.batch_output`, per user and epoch),
 so no committed epoch may go missing, none may appear twice, and every invalid row
 appears exactly once. (Comparing only each user's latest row once hid the loss of
 every committed epoch of the output table.)
@@ -24,18 +24,18 @@ import pandas as pd
 import pytest
 
 from falkirk.control.faults import POINTS
-from falkirk.demo.clickstream import (
-    batch_output,
-    batch_rejected,
-    build_pipeline,
-    expected_rejections,
-    write_input,
-)
-from falkirk.demo.verify import differences
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.io import clickstream_generator
 from falkirk.io.sinks import TABLE_LOCK
 from falkirk.runtime import Engine
 from falkirk.storage.lock import LOCK_NAME
+from falkirk.testing.clickstream import (
+    batch_output,
+    batch_rejected,
+    expected_rejections,
+    write_input,
+)
+from falkirk.testing.verify import differences
 from tests.engine.clickstream_runner import policy
 from tests.engine.examples import kill_at_each, run_example_here
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from falkirk.demo.components import build_pipeline, expected
-from falkirk.demo.verify import differences
+from falkirk.demo.components import build_pipeline
 from falkirk.graph import GraphError
 from falkirk.runtime import Engine
+from falkirk.testing.components import expected
+from falkirk.testing.verify import differences
 
 
 def run(spark, edges: Path, work: Path, **kw: int) -> None:  # type: ignore[no-untyped-def]

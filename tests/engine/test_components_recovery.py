@@ -2,7 +2,7 @@
 at every iteration) under SIGKILL: at every crash point - the loop's own included - and
 at random moments, restarted with the same arguments, it ends with exactly the whole
 output and dead-letter table of a plain-Python union-find over the same input
-(``falkirk.demo.components.expected``), with no (vertex, epoch) twice."""
+(``falkirk.testing.components.expected``), with no (vertex, epoch) twice."""
 
 from __future__ import annotations
 
@@ -15,16 +15,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from falkirk.control.faults import LOOP_POINTS
-from falkirk.demo.components import (
-    OUTPUT_COLUMNS,
-    REJECTED_COLUMNS,
-    Expected,
-    build_pipeline,
-    expected,
-    write_input,
-)
-from falkirk.demo.verify import differences
+from falkirk.demo.components import OUTPUT_COLUMNS, REJECTED_COLUMNS, build_pipeline
 from falkirk.runtime import Engine
+from falkirk.testing.components import Expected, expected, write_input
+from falkirk.testing.verify import differences
 from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
-from falkirk.demo.verify import differences
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.runtime import Engine, RunReport
 from falkirk.storage import StorageFullError
+from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
+from falkirk.testing.verify import differences
 from tests.engine.examples import EXAMPLES
 from tests.tmpfs import fill, tmpfs
 

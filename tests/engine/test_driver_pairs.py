@@ -27,8 +27,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, write_input
 from falkirk.storage.pairs import PairError, PairStore
+from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
 from tests.engine.test_clickstream_recovery import MIX, RUNNER, check
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
-from falkirk.demo.verify import differences
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.graph import (
     EagerCheckpoint,
     FullHistory,
@@ -30,6 +29,8 @@ from falkirk.storage import (
     StorageError,
     StorageInUseError,
 )
+from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
+from falkirk.testing.verify import differences
 
 
 @pytest.fixture(scope="module")

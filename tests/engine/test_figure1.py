@@ -1,7 +1,7 @@
 """``examples/figure1.py``: the paper's Figure 1 with its four regimes (ephemeral,
 batch, lazy checkpoint, eager sequence numbers) in one dataflow. Every output - the
 responses, the statistics table and the dead-letter table - is compared, whole, with
-a plain-Python computation of the same application (``falkirk.demo.figure1.expected``):
+a plain-Python computation of the same application (``falkirk.testing.figure1.expected``):
 after an uninterrupted run, after SIGKILLs at crash points of each regime, and after
 kills at random moments and during recovery. The regimes' explanations (what a
 failure in each rolls back) are checked against the policies."""
@@ -19,14 +19,12 @@ from falkirk.demo.figure1 import (
     REJECTED_COLUMNS,
     RESPONSE_COLUMNS,
     STATS_COLUMNS,
-    Expected,
     build_pipeline,
-    expected,
     explain,
-    write_input,
 )
-from falkirk.demo.verify import differences
 from falkirk.runtime import Engine
+from falkirk.testing.figure1 import Expected, expected, write_input
+from falkirk.testing.verify import differences
 from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 

@@ -20,11 +20,12 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, build_pipeline, write_input
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.graph import EagerCheckpoint, GlobalCheckpoints, GraphError, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink, keyed_generator
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
+from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
 from tests.engine.test_clickstream_recovery import check, finish
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream.py"

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.verify import differences
 from falkirk.graph import (
     EagerCheckpoint,
     FullHistory,
@@ -22,6 +21,7 @@ from falkirk.graph import (
 )
 from falkirk.io import FileSource, ParquetTableSink
 from falkirk.runtime import Engine
+from falkirk.testing.verify import differences
 
 pytestmark = pytest.mark.slow
 

@@ -23,14 +23,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from falkirk.demo.halving import build, expected, expected_held, iterations, write
-from falkirk.demo.verify import differences
+from falkirk.demo.halving import build
 from falkirk.execution.epoch import EpochRunner
 from falkirk.graph import EagerCheckpoint, GraphError, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.runtime import Engine
 from falkirk.spark.blocks import cached_partitions, checkpointed_rdds
 from falkirk.storage import MetaStore
+from falkirk.testing.halving import expected, expected_held, iterations, write
+from falkirk.testing.verify import differences
 from falkirk.time import INF
 from falkirk.time.ticks import ordinal
 

@@ -15,10 +15,10 @@ import pytest
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
-from falkirk.demo.verify import differences
 from falkirk.graph import LazyCheckpoint, Pipeline
 from falkirk.io import ParquetTableSink, keyed_generator
 from falkirk.runtime import Engine
+from falkirk.testing.verify import differences
 
 pytestmark = pytest.mark.slow
 

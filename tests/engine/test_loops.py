@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from falkirk.demo.verify import differences
 from falkirk.graph import (
     EagerCheckpoint,
     FullHistory,
@@ -28,6 +27,7 @@ from falkirk.graph import (
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
+from falkirk.testing.verify import differences
 from tests.engine.loop_pipeline import build, expected, write
 
 RUNNER = Path(__file__).with_name("loop_pipeline.py")

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.orders import batch_expected, build_pipeline, expected
-from falkirk.demo.verify import differences
+from falkirk.demo.orders import build_pipeline
 from falkirk.runtime import Engine
 from falkirk.spark.errors import DataError
+from falkirk.testing.orders import batch_expected, expected
+from falkirk.testing.verify import differences
 
 HEADERS = ("order_id,customer_id,amount_cents,ts\n", "payment_id,order_id,amount_cents,ts\n")
 

@@ -1,7 +1,7 @@
 """``examples/orders.py`` (two sources, fan-out, union, join) under SIGKILL: at every
 crash point and at random moments, restarted with the same arguments, it ends with
 exactly the whole output and dead-letter table one plain Spark batch job over the same
-input gives (``falkirk.demo.orders.batch_expected``, itself checked against a
+input gives (``falkirk.testing.orders.batch_expected``, itself checked against a
 plain-Python computation of the contract, ``expected``)."""
 
 from __future__ import annotations
@@ -16,17 +16,10 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.orders import (
-    OUTPUT_COLUMNS,
-    REJECTED_COLUMNS,
-    Expected,
-    batch_expected,
-    build_pipeline,
-    expected,
-    write_input,
-)
-from falkirk.demo.verify import differences
+from falkirk.demo.orders import OUTPUT_COLUMNS, REJECTED_COLUMNS, build_pipeline
 from falkirk.runtime import Engine
+from falkirk.testing.orders import Expected, batch_expected, expected, write_input
+from falkirk.testing.verify import differences
 from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
 

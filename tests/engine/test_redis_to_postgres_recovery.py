@@ -21,8 +21,8 @@ import psycopg
 import pytest
 import redis
 
-from falkirk.demo.redis_postgres import expected
-from falkirk.services import PostgresServer, RedisServer
+from falkirk.testing.redis_postgres import expected
+from falkirk.testing.services import PostgresServer, RedisServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "redis_to_postgres.py"
 pytestmark = pytest.mark.slow

@@ -26,9 +26,9 @@ import pytest
 from falkirk.cli import main as cli
 from falkirk.io.exceptions import SinkError
 from falkirk.runtime import Engine
-from falkirk.services import PostgresServer
 from falkirk.storage import MetaStore
 from falkirk.storage.schema import with_crc
+from falkirk.testing.services import PostgresServer
 from tests.engine.identity_pipeline import NAME, SINK, build_pipeline
 
 SCRIPT = Path(__file__).with_name("identity_pipeline.py")

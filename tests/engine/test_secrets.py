@@ -21,7 +21,7 @@ import redis
 from falkirk.io.postgres import PostgresSink
 from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
 from falkirk.redact import redact_dsn, redact_url, where_dsn
-from falkirk.services import PostgresServer, RedisServer, free_port
+from falkirk.testing.services import PostgresServer, RedisServer, free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "redis_to_postgres.py"
 

@@ -23,7 +23,6 @@ from typing import ClassVar
 import pandas as pd
 import pytest
 
-from falkirk.demo.verify import differences
 from falkirk.graph import GraphError, Pipeline
 from falkirk.graph.specs import AggregateSpec
 from falkirk.io import FileSource, MemorySink
@@ -32,6 +31,7 @@ from falkirk.operators.aggregate import AggregateOperator, aggregate_merge, aggr
 from falkirk.operators.base import Step
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
+from falkirk.testing.verify import differences
 from tests.engine.figure3_pipeline import build, write
 
 RUNNER = Path(__file__).with_name("figure3_pipeline.py")

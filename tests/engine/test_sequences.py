@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 from falkirk.control.domains import topology
-from falkirk.demo.verify import differences
 from falkirk.graph import EagerCheckpoint, GlobalCheckpoints, GraphError, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.recovery import solve
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
+from falkirk.testing.verify import differences
 from falkirk.time import INF, Frontier, SeqDomain
 from falkirk.time.ticks import SEQ_BLOCK
 from tests.engine.sequence_pipeline import build, expected, write

@@ -5,7 +5,7 @@ the commit, the collection of the log and input before T, and inside recovery
 (the eventual checkpoint loaded, the input replayed epoch by epoch) - and at random
 moments, then started again with the same arguments, it ends with exactly the
 windows a plain-Python computation over the same files gives
-(:mod:`falkirk.demo.windowed_reference`): no window missing, none twice."""
+(:mod:`falkirk.testing.windowed`): no window missing, none twice."""
 
 from __future__ import annotations
 
@@ -23,14 +23,12 @@ from falkirk.demo.windowed import (
     CEC_REPLAY_TARGET,
     OUTPUT_COLUMNS,
     build_pipeline,
-    expected,
     policy_named,
-    read_input,
     shape_of,
-    write_input,
 )
 from falkirk.graph import PipelineChangedError
 from falkirk.runtime import Engine
+from falkirk.testing.windowed import expected, read_input, write_input
 from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
 

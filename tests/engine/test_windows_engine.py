@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.windowed import CSV_OPTIONS, RAW_SCHEMA, read_input, words, write_input
-from falkirk.demo.windowed_reference import Windows, parse
+from falkirk.demo.windowed import CSV_OPTIONS, RAW_SCHEMA, words
 from falkirk.graph import ContinuousEventualCheckpoint, LazyCheckpoint, Pipeline, Policy, Session
 from falkirk.io import FileSource, ParquetTableSink
 from falkirk.runtime import Engine
+from falkirk.testing.windowed import Windows, parse, read_input, write_input
 
 SHAPE = Session(4)
 DELAY = 10

@@ -29,9 +29,9 @@ from falkirk.demo.windowed import (
     build_pipeline,
     policy_named,
     shape_of,
-    write_input,
 )
 from falkirk.runtime import Engine
+from falkirk.testing.windowed import write_input
 from tests.engine.examples import finish
 from tests.engine.examples import start as run_example
 

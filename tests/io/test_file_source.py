@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.verify import differences
 from falkirk.graph import LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.runtime import Engine
+from falkirk.testing.verify import differences
 
 #: Names Spark's reader would treat as glob patterns, or Hadoop as URI syntax.
 ODD_NAMES = ["f1.json", "f[1].json", "g{x,y}.json", "a*b.json", "q?.json", "colon:1.json",

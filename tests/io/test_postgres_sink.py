@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from falkirk.io.exceptions import SinkError
 from falkirk.io.postgres import PostgresSink
-from falkirk.services import PostgresServer
+from falkirk.testing.services import PostgresServer
 
 
 def rows(dsn: str, table: str) -> list[tuple[Any, ...]]:

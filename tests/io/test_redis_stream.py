@@ -17,7 +17,7 @@ from falkirk.io import FileSource
 from falkirk.io import redis_streams as rs
 from falkirk.io.exceptions import InputChangedError, SourceError
 from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
-from falkirk.services import RedisServer
+from falkirk.testing.services import RedisServer
 
 
 def fresh(server: RedisServer, n: int, **kw: object) -> tuple[redis.Redis, RedisStreamSource, list[str]]:

@@ -1,5 +1,5 @@
 """The window operator run by hand, epoch by epoch, against the plain-Python
-reference (falkirk.demo.windowed_reference): tumbling, sliding and session windows,
+reference (falkirk.testing.windowed): tumbling, sliding and session windows,
 append and update modes, late and invalid rows, and the final epoch."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.demo.windowed_reference import Windows
 from falkirk.graph import (
     GraphError,
     Input,
@@ -23,6 +22,7 @@ from falkirk.graph import (
 )
 from falkirk.graph.windows import WindowSpec
 from falkirk.operators import Step, operator_for
+from falkirk.testing.windowed import Windows
 
 SCHEMA = "word string, ts long, v long"
 SHAPES: dict[str, WindowShape] = {"tumbling": Tumbling(10), "sliding": Sliding(12, 4), "session": Session(5)}
@@ -78,7 +78,7 @@ def reference(shape: WindowShape, mode: str, epochs: list[list[tuple[Any, ...]]]
 
 
 def _windows(ts: int, shape: WindowShape) -> list[tuple[int, int]]:
-    from falkirk.demo.windowed_reference import windows_of
+    from falkirk.testing.windowed import windows_of
 
     return windows_of(ts, shape)
 

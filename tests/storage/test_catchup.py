@@ -11,12 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from falkirk.demo.clickstream import batch_output, build_pipeline, write_input
-from falkirk.demo.verify import differences
+from falkirk.demo.clickstream import build_pipeline
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore, catchup, verify_files
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import HadoopFileSystem, LocalFileSystem
+from falkirk.testing.clickstream import batch_output, write_input
+from falkirk.testing.verify import differences
 
 
 def run(spark, clicks: Path, work: Path, storage: str, **kw: object) -> None:  # type: ignore[no-untyped-def]

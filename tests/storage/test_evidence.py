@@ -51,9 +51,10 @@ def test_a_wal_counts_only_once_it_holds_a_committed_epoch(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("damage", ["removed", "emptied"])
 def test_a_root_that_lost_its_metadata_is_refused_and_left_as_it_is(spark, tmp_path: Path, damage: str, capsys) -> None:  # type: ignore[no-untyped-def]
-    from falkirk.demo.clickstream import build_pipeline, write_input
+    from falkirk.demo.clickstream import build_pipeline
     from falkirk.graph import LazyCheckpoint
     from falkirk.runtime import Engine
+    from falkirk.testing.clickstream import write_input
 
     write_input(tmp_path / "in", files=4, sessions_per_file=10, users=5, seed=1)
     pipeline = build_pipeline(str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "rej"),

@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from falkirk.services import PostgresServer
 from falkirk.storage.exceptions import StorageError
 from falkirk.storage.pairs import TABLES, PairStore
 from falkirk.storage.pg_tables import MARKS, ensure, move_legacy, present
+from falkirk.testing.services import PostgresServer
 
 LEGACY_MARKS = "CREATE TABLE falkirk_sink_epochs (prefix text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (prefix, epoch))"
 

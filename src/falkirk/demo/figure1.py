@@ -43,15 +43,14 @@ sequence number (epoch e's k-th query in qid order is ``(e - 1) * SEQ_BLOCK + k`
 Invalid lines of either input go to the dead-letter table with their ``source``,
 ``raw`` text and ``reason``.
 
-:func:`expected` computes all three outputs in plain Python; :func:`explain` says,
-from a storage root's committed metadata, what a failure in each regime rolls back.
+:func:`falkirk.testing.figure1.expected` computes all three outputs in plain Python;
+:func:`explain` says, from a storage root's committed metadata, what a failure in each
+regime rolls back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
-from itertools import zip_longest
 from pathlib import Path
 
 import pandas as pd
@@ -61,17 +60,12 @@ from pyspark.sql import functions as F
 from falkirk.demo.components import (
     NONE,
     check,
-    component,
     components_loop,
-    input_files,
     lines,
-    parsed,
     undirected,
-    union,
 )
 from falkirk.graph import EagerCheckpoint, FullHistory, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, ParquetTableSink
-from falkirk.time.ticks import SEQ_BLOCK
 
 LINKS_HEADER = "src,dst,bytes"
 QUERIES_HEADER = "qid,vertex"
@@ -217,134 +211,31 @@ def build_pipeline(
     ).sink("responses", ParquetTableSink(responses_dir))
     return p
 
-
-# -- the reference: the same application in plain Python, independent of Spark ----------------
-
-
-@dataclass(frozen=True)
-class Expected:
-    responses: pd.DataFrame  # qid, vertex, bytes, component, asked, epoch
-    stats: pd.DataFrame  # seq, qid, vertex, asked, epoch
-    rejected: pd.DataFrame  # source, raw (reasons are Spark's wording)
-
-
-def expected(links_dir: str, queries_dir: str, *, batch_every: int = 3) -> Expected:
-    """The three outputs the application must produce for these inputs."""
-    parent: dict[int, int] = {}
-    totals: dict[int, int] = {}
-    dirty: set[int] = set()
-    table: dict[int, int] = {}
-    asked_so_far: dict[int, int] = {}
-    responses: list[tuple[object, ...]] = []
-    stats: list[tuple[int, ...]] = []
-    bad: list[tuple[str, str]] = []
-    pairs = zip_longest(input_files(links_dir), input_files(queries_dir))
-    for epoch, (links_file, queries_file) in enumerate(pairs, start=1):
-        for line, values in parsed(links_file, LINKS_HEADER, 3) if links_file else []:
-            if values is None or values[2] > MAX_BYTES:
-                bad.append(("links", line))
-                continue
-            src, dst, nbytes = values
-            union(parent, src, dst)
-            for v in {src, dst}:
-                totals[v] = totals.get(v, 0) + nbytes
-                dirty.add(v)
-        if epoch % batch_every == 0:
-            table.update({v: totals[v] for v in dirty})
-            dirty.clear()
-        valid: list[tuple[int, int]] = []
-        for line, values in parsed(queries_file, QUERIES_HEADER, 2) if queries_file else []:
-            if values is None:
-                bad.append(("queries", line))
-            else:
-                valid.append((values[0], values[1]))
-        for k, (qid, vertex) in enumerate(sorted(valid), start=1):
-            asked_so_far[vertex] = asked_so_far.get(vertex, 0) + 1
-            comp = component(parent, vertex) if vertex in parent else None
-            responses.append((qid, vertex, table.get(vertex), comp, asked_so_far[vertex], epoch))
-            stats.append(((epoch - 1) * SEQ_BLOCK + k, qid, vertex, asked_so_far[vertex], epoch))
-    return Expected(
-        pd.DataFrame(responses, columns=[*RESPONSE_COLUMNS, "epoch"]).astype(
-            {"qid": "int64", "vertex": "int64", "bytes": "Int64", "component": "Int64", "asked": "int64", "epoch": "int64"}
-        ),
-        pd.DataFrame(stats, columns=[*STATS_COLUMNS, "epoch"]).astype("int64"),
-        pd.DataFrame(bad, columns=["source", "raw"]),
-    )
-
-
-def write_input(directory: str | Path, *, epochs: int, links: int, queries: int, vertices: int, seed: int) -> tuple[Path, Path]:
-    """Random links and queries (``links/`` and ``queries/`` under ``directory``), with
-    a few invalid lines of each kind; returns the two directories."""
-    import random
-
-    rng = random.Random(seed)
-    root = Path(directory)
-    link_dir, query_dir = root / "links", root / "queries"
-    link_dir.mkdir(parents=True, exist_ok=True)
-    query_dir.mkdir(parents=True, exist_ok=True)
-    bad_links = ["1,2", "1,2,x", "1,-2,5", f"1,2,{MAX_BYTES + 1}", "a,b,c"]
-    bad_queries = ["7", "x,1", "1,2,3", "-1,4"]
-    qid = 0
-    for e in range(epochs):
-        rows = []
-        for _ in range(links):
-            a = rng.randrange(vertices)
-            b = a if rng.random() < 0.05 else rng.randrange(vertices)
-            rows.append(f"{a},{b},{rng.randrange(1, 5000)}")
-        rows.insert(rng.randrange(len(rows) + 1), rng.choice(bad_links))
-        (link_dir / f"links-{e:04d}.csv").write_text(LINKS_HEADER + "\n" + "\n".join(rows) + "\n")
-        asks = []
-        for _ in range(queries):
-            qid += rng.randrange(1, 4)
-            asks.append(f"{qid},{rng.randrange(vertices + 5)}")  # some vertices no link names
-        rng.shuffle(asks)
-        asks.insert(rng.randrange(len(asks) + 1), rng.choice(bad_queries))
-        (query_dir / f"queries-{e:04d}.csv").write_text(QUERIES_HEADER + "\n" + "\n".join(asks) + "\n")
-    return link_dir, query_dir
-
-
 # -- what a failure in each regime rolls back ---------------------------------------------------
 
 
 def explain(pipeline: Pipeline, storage: str | Path) -> dict[str, list[str]]:
     """What a failure of one processor of each regime (:data:`REGIMES`) would roll back,
     now, given what ``storage`` (a local root, not in use) has committed: the solver's
-    plan (``falkirk solve``'s algorithm) with that processor failed and every other
-    one surviving with its live state, as after an executor loss (for the whole
+    plan (:func:`falkirk.ops.what_if.what_if`) with that processor failed and every
+    other one surviving with its live state, as after an executor loss (for the whole
     application: every processor failed, as after a restart). Per regime, one line
     per processor that rolls back: where to, the epochs it re-does, how its state
     comes back, and the solver's reason; then the logs that are re-sent."""
-    from falkirk.control import xi
-    from falkirk.control.domains import tick, topology
-    from falkirk.recovery import solve
-    from falkirk.storage import MetaStore
-    from falkirk.time.ticks import epochs_done
+    from falkirk.ops.what_if import what_if
 
-    topo = topology(pipeline)
-    meta = MetaStore(Path(storage), read_only=True)
-    try:
-        stored = meta.checkpoints(topo)
-        epoch = meta.committed_epoch() or 0
-        kept = {key: set(meta.log_epochs(key)) for p in pipeline.processors.values() for key in (f"{p.name}.{q}" for q in p.ports)}
-    finally:
-        meta.close()
     procs = pipeline.processors
     out: dict[str, list[str]] = {}
     for regime, failed in REGIMES.items():
-        available = {
-            p: [s.meta for s in stored.get(p, [])]
-            + ([] if failed in (p, "*") else [xi.live(topo, procs[p], epoch, lambda k: kept.get(k, set()))])
-            for p in topo.processors
-        }
-        plan = solve(topo, available)
+        answer = what_if(pipeline, storage, set(procs) if failed == "*" else {failed})
+        epoch, plan = answer.epoch, answer.plan
         said = [f"{'every processor' if failed == '*' else failed} fails after epoch {epoch}:"]
         for name in procs:
             f = plan.frontiers[name]
             if f.is_top:
                 continue
-            redo = epoch - epochs_done(tick(f))
             said.append(
-                f"  {name} ({_restores(procs[name])}) rolls back to {f!r}, re-doing {redo} epoch(s): {plan.explanations[name]}"
+                f"  {name} ({_restores(procs[name])}) rolls back to {f!r}, re-doing {answer.redo[name]} epoch(s): {plan.explanations[name]}"
             )
         said += [f"  {edge} re-sends its log of {list(times)}" for edge, times in plan.resend.items() if times]
         kept_live = sorted(n for n in procs if plan.frontiers[n].is_top)

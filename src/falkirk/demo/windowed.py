@@ -19,14 +19,9 @@ The dataflow and its policies::
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterable
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.demo.windowed_reference import Expected, reference
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
     EagerCheckpoint,
@@ -96,46 +91,3 @@ def build_pipeline(input_dir: str, output_dir: str, shape: WindowShape, watermar
     )
     counts.map("rows", lambda df: df.select(*OUTPUT_COLUMNS)).sink("output", ParquetTableSink(output_dir, epoch_column=None))
     return p
-
-
-#: Invalid lines the generator mixes in: each is dropped and counted.
-BAD_LINES = ("x,apple", "12.5,pear", "7,", ",plum", "3,fig,extra", "99999999999999999999,kiwi")
-
-
-def write_input(
-    directory: str | Path, *, epochs: int, rows: int, seed: int, words: int = 6, spread: int = 40, step: int = 10
-) -> None:
-    """CSV files ``e00000.csv``... (header ``ts,word``), one per epoch, for tests and
-    the bench: event times advance by about ``step`` per epoch and arrive up to
-    ``spread`` out of order (so some rows are late), with a few invalid lines."""
-    rng = random.Random(seed)
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    vocabulary = [f"w{i}" for i in range(words)]
-    for e in range(epochs):
-        lines = ["ts,word"]
-        for _ in range(rows):
-            ts = e * step + rng.randint(0, step) - rng.randint(0, spread)
-            lines.append(f"{ts},{rng.choice(vocabulary)}")
-        lines += rng.sample(BAD_LINES, 2)
-        rng.shuffle(lines[1:])
-        (root / f"e{e:05d}.csv").write_text("\n".join(lines) + "\n")
-
-
-def read_input(directory: str | Path) -> list[list[tuple[str | None, str | None]]]:
-    """Every file's rows as raw ``(ts, word)`` strings, in name order (a line
-    without exactly two fields as ``(None, None)``), for :func:`expected`."""
-    out = []
-    for path in sorted(Path(directory).glob("*.csv")):
-        rows: list[tuple[str | None, str | None]] = []
-        for line in path.read_text().splitlines()[1:]:
-            parts = line.split(",")
-            rows.append((parts[0], parts[1] or None) if len(parts) == 2 else (None, None))
-        out.append(rows)
-    return out
-
-
-def expected(epochs: Iterable[list[tuple[str | None, str | None]]], shape: WindowShape, watermark_delay: int) -> Expected:
-    """The output of an uninterrupted run over ``epochs`` (raw ``(ts, word)`` strings
-    per file), in plain Python, independent of Spark and of the engine."""
-    return reference(epochs, shape, watermark_delay)

@@ -7,6 +7,11 @@
    solver (its choices and reasons are printed) and finishes;
 4. compare the whole output - every row of the output and dead-letter tables - with
    one plain Spark batch job over the same input.
+
+The command sits above both :mod:`falkirk.demo` (the pipeline the example runs) and
+:mod:`falkirk.testing` (the input generator and the batch references it verifies
+against), which is why it is not in :mod:`falkirk.demo`: that package imports nothing
+from :mod:`falkirk.testing`.
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from falkirk.demo.clickstream import batch_output, batch_rejected, expected_rejections, write_input
-from falkirk.demo.verify import differences
+from falkirk.testing.clickstream import (
+    batch_output,
+    batch_rejected,
+    expected_rejections,
+    write_input,
+)
+from falkirk.testing.verify import differences
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "clickstream.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream.py"
 
 
 def _run(args: list[str], crash: str | None) -> tuple[int, float]:
