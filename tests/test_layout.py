@@ -35,7 +35,7 @@ LAYERS = [
     {"ops"},
     {"demo"},  # the demo pipelines: nothing below imports them
     {"testing"},  # their references, generators, test services: imports demo, never the reverse
-    {"warmup", "crash_demo"},
+    {"warmup", "crash_demo", "services"},  # services: the old path of testing.services
     {"cli"},
 ]
 

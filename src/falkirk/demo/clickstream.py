@@ -25,6 +25,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import (
     EagerCheckpoint,
     GlobalCheckpoints,
@@ -172,3 +173,11 @@ def build_pipeline(
         .sink("output", ParquetTableSink(output_dir))
     )
     return p
+
+
+#: What moved to :mod:`falkirk.testing.clickstream` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['batch_output', 'batch_rejected', 'expected_rejections', 'input_by_epoch', 'write_input'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.clickstream", _MOVED)

@@ -31,6 +31,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import EagerCheckpoint, Pipeline, Policy, Stream
 from falkirk.graph.loops import MAX_ITERATIONS
 from falkirk.io import FileSource, ParquetTableSink
@@ -170,3 +171,11 @@ def components_loop(p: Pipeline, arrivals: Stream, policy: Policy, max_iteration
     loop.connect(proposals, sent.map("spread", lambda df: df.filter("tell").select("vertex", F.lit(NONE).cast("long").alias("neighbor"), "label")))
     changes: Stream = loop.leave("changes", sent.map("changed", lambda df: df.filter("NOT tell").select("vertex", F.col("label").alias("component"))))
     return changes
+
+
+#: What moved to :mod:`falkirk.testing.components` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['Expected', 'component', 'expected', 'input_files', 'parsed', 'union', 'write_input'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.components", _MOVED)

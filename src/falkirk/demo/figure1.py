@@ -64,6 +64,7 @@ from falkirk.demo.components import (
     lines,
     undirected,
 )
+from falkirk.demo.moved import forward
 from falkirk.graph import EagerCheckpoint, FullHistory, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, ParquetTableSink
 
@@ -255,3 +256,11 @@ def _restores(p: object) -> str:
         "EagerCheckpoint": "restores its last eager checkpoint",
     }
     return known.get(type(policy).__name__, str(policy.name))
+
+
+#: What moved to :mod:`falkirk.testing.figure1` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['Expected', 'expected', 'write_input'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.figure1", _MOVED)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, ParquetTableSink
 
@@ -43,3 +44,11 @@ def build(inp: str, out: str, *, interleave: bool = True, poison: int | None = N
     loop.connect(again, here.map("halved", lambda df: df.filter("n > 1").select(F.expr("n div 2").alias("n"))))
     loop.leave("leave", kept).sink("out", ParquetTableSink(out))
     return p
+
+
+#: What moved to :mod:`falkirk.testing.halving` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['expected', 'expected_held', 'iterations', 'write'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.halving", _MOVED)

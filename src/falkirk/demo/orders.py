@@ -40,6 +40,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, ParquetTableSink
 
@@ -195,3 +196,11 @@ def build_pipeline(orders_dir: str, payments_dir: str, output_dir: str, rejected
         .sink("output", ParquetTableSink(output_dir))
     )
     return p
+
+
+#: What moved to :mod:`falkirk.testing.orders` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['Expected', 'batch_expected', 'expected', 'write_input'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.orders", _MOVED)

@@ -39,6 +39,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import EagerCheckpoint, Pipeline
 from falkirk.io.postgres import PostgresSink
 from falkirk.io.redis_streams import RedisStreamSink, RedisStreamSource
@@ -88,3 +89,11 @@ def build_pipeline(
     )
     rejected.map("dead_rows", lambda df: df.select("id", "fields", "raw", "reason")).sink("dead", RedisStreamSink(redis_url, f"{stream}:dead"))
     return p
+
+
+#: What moved to :mod:`falkirk.testing.redis_postgres` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['Expected', 'expected'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.redis_postgres", _MOVED)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.demo.moved import forward
 from falkirk.graph import (
     ContinuousEventualCheckpoint,
     EagerCheckpoint,
@@ -91,3 +92,11 @@ def build_pipeline(input_dir: str, output_dir: str, shape: WindowShape, watermar
     )
     counts.map("rows", lambda df: df.select(*OUTPUT_COLUMNS)).sink("output", ParquetTableSink(output_dir, epoch_column=None))
     return p
+
+
+#: What moved to :mod:`falkirk.testing.windowed` (see :mod:`falkirk.demo.moved`).
+_MOVED = frozenset(['BAD_LINES', 'expected', 'read_input', 'write_input'])
+
+
+def __getattr__(name: str) -> object:
+    return forward(__name__, name, "falkirk.testing.windowed", _MOVED)
