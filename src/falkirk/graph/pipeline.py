@@ -251,7 +251,7 @@ class Pipeline:
         if not any(p.spec.source for p in self.processors.values()):
             raise GraphError(f"pipeline {self.name!r} has no source; add one with Pipeline.source")
         for loop in self.loops:
-            kinds = [p.kind for p in self.processors.values() if p.loop == loop or getattr(p.spec, "loop", None) == loop]
+            kinds = [p.kind for p in self.processors.values() if p.loop == loop or p.spec.translates == loop]
             for kind, how in (("enter", "loop.enter"), ("feedback", "loop.feedback and loop.connect"), ("leave", "loop.leave")):
                 if kind not in kinds:
                     raise GraphError(f"loop {loop!r} has no {kind}; add one with {how}")
@@ -264,7 +264,7 @@ class Pipeline:
         for name in interleaved:
             check_interleaved(name, list(self.processors.values()))
         for region in self.sequences:
-            kinds = [p.kind for p in self.processors.values() if getattr(p.spec, "sequence", None) == region]
+            kinds = [p.kind for p in self.processors.values() if p.spec.translates == region]
             for kind, how in (("number", "region.enter"), ("regroup", "region.leave")):
                 if kind not in kinds:
                     raise GraphError(f"sequence-number region {region!r} has no {kind}; add one with {how}")

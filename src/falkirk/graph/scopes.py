@@ -9,15 +9,7 @@ from typing import Any
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.policies import EagerCheckpoint, LazyCheckpoint, Policy, Stateless
-from falkirk.graph.specs import (
-    SEQUENCE_POLICIES,
-    EnterSpec,
-    FeedbackSpec,
-    LeaveSpec,
-    NumberSpec,
-    OperatorSpec,
-    RegroupSpec,
-)
+from falkirk.graph.specs import SEQUENCE_POLICIES, OperatorSpec, Structure
 
 
 def check_sequence_policy(name: str, spec: OperatorSpec, sequence: str, policy: Policy | None) -> None:
@@ -35,9 +27,9 @@ def check_sequence_policy(name: str, spec: OperatorSpec, sequence: str, policy: 
 def out_scope(spec: OperatorSpec, region: str | None) -> str | None:
     """The loop or region of the rows a processor of ``spec`` in ``region`` sends (a
     translator's differ from its own)."""
-    if isinstance(spec, NumberSpec):
-        return spec.sequence
-    if isinstance(spec, RegroupSpec):
+    if spec.structure is Structure.REGION_NUMBER:
+        return spec.translates
+    if spec.structure is Structure.REGION_REGROUP:
         return None
     return region
 
@@ -45,20 +37,21 @@ def out_scope(spec: OperatorSpec, region: str | None) -> str | None:
 def scope_of(name: str, spec: OperatorSpec, scopes: set[str | None], loops: Collection[str], sequences: Collection[str]) -> str | None:
     """The loop or region processor ``name`` runs in (None: epochs), checked against
     ``scopes``, those of the rows it reads."""
-    if isinstance(spec, (NumberSpec, RegroupSpec)):
-        if spec.sequence not in sequences:
-            raise GraphError(f"processor {name!r}: no region named {spec.sequence!r}; make it with Pipeline.sequenced")
-        reads = None if isinstance(spec, NumberSpec) else spec.sequence
+    structure, translated = spec.structure, spec.translates
+    if structure in (Structure.REGION_NUMBER, Structure.REGION_REGROUP):
+        if translated not in sequences:
+            raise GraphError(f"processor {name!r}: no region named {translated!r}; make it with Pipeline.sequenced")
+        reads = None if structure is Structure.REGION_NUMBER else translated
         if scopes != {reads}:
             where = f"region {reads!r}" if reads else "the epochs outside any loop or region"
             raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
-        return None if isinstance(spec, NumberSpec) else spec.sequence
-    if isinstance(spec, (EnterSpec, FeedbackSpec, LeaveSpec)):
-        if spec.loop not in loops:
-            raise GraphError(f"processor {name!r}: no loop named {spec.loop!r}; make it with Pipeline.iterate")
-        outside = None if isinstance(spec, LeaveSpec) else spec.loop
-        inside = spec.loop if isinstance(spec, LeaveSpec) else None
-        if not isinstance(spec, FeedbackSpec) and scopes != {inside}:
+        return reads
+    if structure in (Structure.LOOP_ENTER, Structure.LOOP_FEEDBACK, Structure.LOOP_LEAVE):
+        if translated not in loops:
+            raise GraphError(f"processor {name!r}: no loop named {translated!r}; make it with Pipeline.iterate")
+        outside = None if structure is Structure.LOOP_LEAVE else translated
+        inside = translated if structure is Structure.LOOP_LEAVE else None
+        if structure is not Structure.LOOP_FEEDBACK and scopes != {inside}:
             where = f"loop {inside!r}" if inside else "the epochs outside any loop (loops do not nest yet)"
             raise GraphError(f"processor {name!r} ({spec.kind}) must read a stream of {where}")
         return outside
@@ -69,18 +62,18 @@ def scope_of(name: str, spec: OperatorSpec, scopes: set[str | None], loops: Coll
         )
     loop = next(iter(scopes), None)
     if loop in sequences:
-        if spec.kind in ("join", "lookup", "buffer") or spec.source or spec.sink:
+        if not spec.fits_regions:
             raise GraphError(
                 f"processor {name!r} ({spec.kind}) cannot be inside sequence-number region {loop!r}; take "
                 "its stream out with region.leave first"
             )
-        if getattr(spec, "on_epoch_end", None) is not None:
+        if spec.notifies:
             raise GraphError(
                 f"processor {name!r} is in sequence-number region {loop!r}, where no notifications exist (each "
                 "record is its own time); drop on_epoch_end or move it after region.leave"
             )
         return loop
-    if loop is not None and (spec.kind in ("join", "lookup") or getattr(spec, "retain", None) is not None):
+    if loop is not None and spec.ages_by_epochs:
         raise GraphError(
             f"processor {name!r} ({spec.kind}) cannot be inside loop {loop!r} yet (its state ages by "
             "epochs); use stateful, aggregate or a buffer without retain, or join outside the loop"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, ClassVar
 
 from falkirk.graph.exceptions import GraphError
@@ -34,9 +35,32 @@ LOOKUPS = ("left", "inner")
 ALL_POLICIES: tuple[type[Policy], ...] = (Stateless, LogOutputs, LazyCheckpoint, EagerCheckpoint, FullHistory)
 
 
+class Structure(Enum):
+    """What a translator does to the scope of the rows it passes on (the scope: the
+    epochs, a loop, or a sequence-number region). Every other operator's rows stay
+    in the scope of what it reads."""
+
+    #: Into a loop: epoch e's rows arrive at (e, 0).
+    LOOP_ENTER = "enter"
+    #: The loop's back edge: rows sent at (e, i) arrive at (e, i + 1).
+    LOOP_FEEDBACK = "feedback"
+    #: Out of a loop: every iteration's rows leave as epoch e's.
+    LOOP_LEAVE = "leave"
+    #: Into a sequence-number region: each record gets its number.
+    REGION_NUMBER = "number"
+    #: Out of a region: epoch e's rows leave once all its records are through.
+    REGION_REGROUP = "regroup"
+
+
 @dataclass(frozen=True)
 class OperatorSpec:
-    """Base of every spec. Class attributes describe the kind; fields are parameters."""
+    """Base of every spec. Class attributes describe the kind; fields are parameters.
+
+    What the graph's checks (:mod:`falkirk.graph.scopes`) and the engine's stages
+    need to know of a kind is declared here, never recognised by its name:
+    ``keyed``, ``selective``, ``source``, ``sink``, ``structure`` (translators),
+    ``fits_regions``, and the properties :attr:`translates`,
+    :attr:`ages_by_epochs` and :attr:`notifies`."""
 
     #: The kind's name (also the registry key of its implementation).
     kind: ClassVar[str] = ""
@@ -59,6 +83,30 @@ class OperatorSpec:
     #: Reads external input (has offsets) / writes external output (commits files).
     source: ClassVar[bool] = False
     sink: ClassVar[bool] = False
+    #: The translator it is (None: its rows stay in the scope of what it reads).
+    structure: ClassVar[Structure | None] = None
+    #: Whether it may run inside a sequence-number region, where each record is its
+    #: own time (not sources, sinks, or operators that keep rows by epoch).
+    fits_regions: ClassVar[bool] = True
+
+    @property
+    def translates(self) -> str | None:
+        """The loop or region a translator leads into, around or out of (None for
+        any other operator)."""
+        return None
+
+    @property
+    def ages_by_epochs(self) -> bool:
+        """Whether its state forgets rows as epochs pass (a join's, a lookup's, a
+        buffer's with ``retain``): loops, whose iterations share an epoch, cannot run
+        it yet."""
+        return False
+
+    @property
+    def notifies(self) -> bool:
+        """Whether it runs a function at each epoch's end (a notification), which a
+        sequence-number region, where each record is its own time, has none of."""
+        return False
 
     def check_arity(self, name: str, inputs: int) -> None:
         if self.arity is None:
@@ -77,6 +125,7 @@ class SourceSpec(OperatorSpec):
     input_names: ClassVar[tuple[str, ...]] = ()
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
     source: ClassVar[bool] = True
+    fits_regions: ClassVar[bool] = False
     reader: Source = field(default=None)  # type: ignore[assignment]
 
 
@@ -145,6 +194,10 @@ class StatefulSpec(OperatorSpec):
     state_schema: str = ""
     output_schema: str = ""
     on_epoch_end: Callable[..., Any] | None = None
+
+    @property
+    def notifies(self) -> bool:
+        return self.on_epoch_end is not None
     vectorized: bool = False
 
     def __post_init__(self) -> None:
@@ -164,6 +217,7 @@ class SinkSpec(OperatorSpec):
     ports: ClassVar[tuple[str, ...]] = ()
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
     sink: ClassVar[bool] = True
+    fits_regions: ClassVar[bool] = False
     writer: Sink | TransactionalSink = field(default=None)  # type: ignore[assignment]
 
 
@@ -181,6 +235,7 @@ class JoinSpec(OperatorSpec):
     """A keyed stream-stream equi-join (see :meth:`falkirk.graph.Stream.join`)."""
 
     kind: ClassVar[str] = "join"
+    fits_regions: ClassVar[bool] = False
     arity: ClassVar[int | None] = 2
     input_names: ClassVar[tuple[str, ...]] = ("left", "right")
     policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
@@ -188,6 +243,10 @@ class JoinSpec(OperatorSpec):
     on: tuple[str, ...] = ()
     how: str = "inner"
     retain: int | None = None
+
+    @property
+    def ages_by_epochs(self) -> bool:
+        return True  # its rows by epoch (a join's retain, a lookup's versions)
 
     def __post_init__(self) -> None:
         if self.how not in JOINS:
@@ -207,12 +266,17 @@ class LookupSpec(OperatorSpec):
     :meth:`falkirk.graph.Stream.lookup`)."""
 
     kind: ClassVar[str] = "lookup"
+    fits_regions: ClassVar[bool] = False
     arity: ClassVar[int | None] = 2
     input_names: ClassVar[tuple[str, ...]] = ("stream", "table")
     policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
     keyed: ClassVar[bool] = True
     on: tuple[str, ...] = ()
     how: str = "left"
+
+    @property
+    def ages_by_epochs(self) -> bool:
+        return True  # its rows by epoch (a join's retain, a lookup's versions)
 
     def __post_init__(self) -> None:
         if self.how not in LOOKUPS:
@@ -238,7 +302,12 @@ class EnterSpec(OperatorSpec):
     """Brings an epoch stream into loop ``loop``: epoch e's rows arrive at ``(e, 0)``."""
 
     kind: ClassVar[str] = "enter"
+    structure: ClassVar[Structure | None] = Structure.LOOP_ENTER
     loop: str = ""
+
+    @property
+    def translates(self) -> str | None:
+        return self.loop
 
 
 @dataclass(frozen=True)
@@ -248,8 +317,13 @@ class FeedbackSpec(OperatorSpec):
     feedback is read before its input is defined."""
 
     kind: ClassVar[str] = "feedback"
+    structure: ClassVar[Structure | None] = Structure.LOOP_FEEDBACK
     loop: str = ""
     schema: str = ""
+
+    @property
+    def translates(self) -> str | None:
+        return self.loop
 
     def __post_init__(self) -> None:
         if not isinstance(self.schema, str) or not self.schema.strip():
@@ -262,7 +336,12 @@ class LeaveSpec(OperatorSpec):
     leave as rows of epoch e, once the epoch's iterations are over."""
 
     kind: ClassVar[str] = "leave"
+    structure: ClassVar[Structure | None] = Structure.LOOP_LEAVE
     loop: str = ""
+
+    @property
+    def translates(self) -> str | None:
+        return self.loop
 
 
 #: What processors inside a sequence-number region may use (keyed ones: eager only).
@@ -275,8 +354,13 @@ class NumberSpec(OperatorSpec):
     translator from epochs to sequence numbers; its output is always logged)."""
 
     kind: ClassVar[str] = "number"
+    structure: ClassVar[Structure | None] = Structure.REGION_NUMBER
     policies: ClassVar[tuple[type[Policy], ...]] = (LogOutputs,)
     sequence: str = ""
+
+    @property
+    def translates(self) -> str | None:
+        return self.sequence
 
 
 @dataclass(frozen=True)
@@ -285,8 +369,13 @@ class RegroupSpec(OperatorSpec):
     leave once all of its records are through (the translator back to epochs)."""
 
     kind: ClassVar[str] = "regroup"
+    structure: ClassVar[Structure | None] = Structure.REGION_REGROUP
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless,)
     sequence: str = ""
+
+    @property
+    def translates(self) -> str | None:
+        return self.sequence
 
 
 @dataclass(frozen=True)
@@ -296,6 +385,7 @@ class BufferSpec(OperatorSpec):
     :meth:`falkirk.graph.Stream.buffer`)."""
 
     kind: ClassVar[str] = "buffer"
+    fits_regions: ClassVar[bool] = False
     policies: ClassVar[tuple[type[Policy], ...]] = (Stateless, LazyCheckpoint, EagerCheckpoint)
     keyed: ClassVar[bool] = True
     selective: ClassVar[bool] = True
@@ -304,3 +394,7 @@ class BufferSpec(OperatorSpec):
     def __post_init__(self) -> None:
         if self.retain is not None and (isinstance(self.retain, bool) or not isinstance(self.retain, int) or self.retain < 1):
             raise GraphError(f"buffer: retain must be a number of epochs >= 1 (or None: all), got {self.retain!r}")
+
+    @property
+    def ages_by_epochs(self) -> bool:
+        return self.retain is not None
