@@ -34,10 +34,11 @@ from falkirk.control import garbage
 from falkirk.control.barriers import BarrierClock
 from falkirk.coordinator import rollback
 from falkirk.coordinator.losses import first_line, give_up_after, prepare_rollback
-from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.observer import Observer
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochWork
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.storage.full import no_space
 

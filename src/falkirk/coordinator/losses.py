@@ -12,8 +12,8 @@ from concurrent.futures import Future
 from pyspark.sql import SparkSession
 
 from falkirk.control import garbage
-from falkirk.execution.epoch import EpochWork
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochPhase, EpochWork
 from falkirk.graph import GraphError, Processor
 from falkirk.spark.blocks import cached_partitions, free, lost_blocks
 
@@ -43,6 +43,7 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
             later.result()
     discarded = [work, *(w for w, _ in inflight)]
     for lost in discarded:
+        lost.advance(EpochPhase.DISCARDED)
         for write in lost.writes:
             with contextlib.suppress(Exception):
                 write.result()

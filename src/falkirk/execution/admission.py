@@ -18,8 +18,8 @@ from concurrent.futures import Future
 
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.commits import Committer
-from falkirk.execution.epoch import EpochWork
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochPhase, EpochWork
 
 #: The epochs in flight after the one being committed, oldest first, with their workers.
 InFlight = deque[tuple[EpochWork, Future[None]]]
@@ -52,6 +52,7 @@ class Admission:
         it was read) and, with loops, commit what it computed."""
         crash_point(CrashPoint.EPOCH_COMPUTED)
         self.state.ledger.check_input(work.epoch, work.ran)
+        work.advance(EpochPhase.COMPUTED)
         if self.loops:
             self.committer.ahead(work)
 
@@ -72,6 +73,7 @@ class Admission:
             except Exception:  # raised again when the epoch loop reaches it, in order
                 self.refused.add(later.epoch)
                 break
+            later.advance(EpochPhase.COMPUTED)
             self.committer.ahead(later)
             self.admitted.add(later.epoch)
             admitted.append(later)

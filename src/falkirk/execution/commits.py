@@ -24,9 +24,10 @@ from enum import Enum
 from falkirk.control.barriers import BarrierClock
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.edges import EdgeActions
-from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.observer import Observer
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochPhase, EpochWork
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick
 
@@ -80,7 +81,9 @@ class Committer:
         """Commit the (rest of the) epoch ``work`` computed, collect the garbage the
         commit let go, act on the edges, and count the epoch in the run's report."""
         state, epoch = self.state, work.epoch
-        self.collect(state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier))
+        garbage = state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier)
+        work.advance(EpochPhase.COMMITTED)
+        self.collect(garbage)
         if work.barrier:
             self.barriers.last = epoch
         self.edges.act()
@@ -95,6 +98,7 @@ class Committer:
             report.step_finished.setdefault(name, []).append(work.step_finished[name])
         report.last_records = work.records
         self.observer.committed(state, work)
+        work.advance(EpochPhase.FINISHED)
 
     def final_barrier(self) -> None:
         """With global checkpoints and nothing in flight: a barrier after the last

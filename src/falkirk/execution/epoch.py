@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,13 +37,14 @@ from falkirk.control.ledger import Offsets
 from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
 from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
-from falkirk.storage import CommitBatch, StoredFile
+from falkirk.storage import CommitBatch
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
 
@@ -71,86 +72,6 @@ class Gate:
         self.event.wait()
         if self.failed:
             raise EpochAborted(f"processor {processor!r} skips epoch {epoch}: epoch {epoch - 1} failed")
-
-
-@dataclass
-class EpochWork:
-    """One epoch on its way: computed by a worker, committed by the main thread."""
-
-    epoch: int
-    offsets: dict[str, Offsets]
-    started: float
-    records: int = 0
-    #: Input records per source (counted from the offsets, no Spark job), when asked.
-    source_records: dict[str, int] = field(default_factory=dict)
-    #: Logged outputs that receivers which rolled back read instead of recomputing.
-    logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
-    batch: CommitBatch = field(default_factory=CommitBatch)
-    ran: list[str] = field(default_factory=list)
-    #: Processors whose step began in this epoch: their state may have moved past
-    #: the last commit (an executor loss rolls them back if the epoch is discarded).
-    touched: set[str] = field(default_factory=set)
-    cached: list[DataFrame] = field(default_factory=list)
-    #: Kept with their lineage cut (:meth:`EpochRunner.cut`): freed block by block.
-    cut: list[DataFrame] = field(default_factory=list)
-    step_seconds: dict[str, float] = field(default_factory=dict)
-    step_finished: dict[str, float] = field(default_factory=dict)
-    #: Log and checkpoint writes under way; the epoch is computed once they are done.
-    writes: list[Future[None]] = field(default_factory=list)
-    #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
-    barrier: bool = False
-    #: The epoch ends the input (:attr:`falkirk.operators.Step.final`).
-    final: bool = False
-    #: Row counts of each processor's outputs, observed as Spark computes them
-    #: (only with telemetry: no extra Spark job). Spark reports an observation after
-    #: its job, sometimes after the epoch commits: counts are taken as they arrive.
-    #: Sources are counted from their offsets instead; an output a consumer reads
-    #: only part of (a ``limit``) counts what Spark computed of it.
-    observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
-    #: Counts of observations that have arrived, and processors already counted.
-    arrived: dict[tuple[str, str], int] = field(default_factory=dict)
-    counted: set[str] = field(default_factory=set)
-    #: Seconds from planning to commit (set at the commit).
-    seconds: float = 0.0
-    #: Every output computed so far (what the loop stage reads after the worker).
-    outputs: dict[tuple[str, str], DataFrame] = field(default_factory=dict)
-
-    def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
-        """Rows each processor emitted (a sink: received) in this epoch, for the
-        processors whose counts have all arrived since the last call."""
-        for output, o in list(self.observed.items()):
-            if o._jo is not None and o._jo.future().isCompleted():
-                self.arrived[output] = int(o.get.get("rows", 0))
-                del self.observed[output]
-        waiting = {name for name, _ in self.observed}
-        rows: dict[str, int] = {n: k for n, k in self.source_records.items() if n not in self.counted}
-        for (name, _), n in self.arrived.items():
-            if name not in waiting and name not in self.counted:
-                rows[name] = rows.get(name, 0) + n
-        known = {**self.arrived, **{(name, "out"): n for name, n in self.source_records.items()}}
-        for p in pipeline.processors.values():
-            inputs = [(i.src, i.port) for i in p.inputs]
-            if p.spec.sink and p.name not in self.counted and inputs and all(i in known for i in inputs):
-                rows[p.name] = sum(known[i] for i in inputs)
-        self.counted |= set(rows)
-        return rows
-
-    def absorb(self, part: EpochWork) -> None:
-        """Take in ``part``, the work of one time inside this epoch (an iteration of a
-        loop, a chunk of a region), once its writes are done: its kept DataFrames (freed
-        when the epoch commits) and its steps' times."""
-        for write in part.writes:
-            write.result()
-        self.cached += part.cached
-        self.cut += part.cut
-        for name, seconds in part.step_seconds.items():
-            self.step_seconds[name] = self.step_seconds.get(name, 0.0) + seconds
-            self.step_finished[name] = part.step_finished[name]
-
-    @property
-    def counting(self) -> bool:
-        """Whether some of this epoch's counts have not arrived yet."""
-        return bool(self.observed)
 
 
 class EpochRunner:

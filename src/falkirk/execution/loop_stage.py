@@ -48,10 +48,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 
 from falkirk.execution.behaviours import behaviour_of
-from falkirk.execution.epoch import EpochRunner, EpochWork, whole_tick
+from falkirk.execution.epoch import EpochRunner, whole_tick
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
+from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Loop, Processor
 from falkirk.graph.specs import EnterSpec, FeedbackSpec, LeaveSpec
 from falkirk.recovery.chain import Delta

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from falkirk.control.domains import tick
-from falkirk.execution.epoch import EpochWork
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochWork
 from falkirk.graph import Pipeline
 from falkirk.observe.telemetry import Telemetry
 from falkirk.storage import StoredFile

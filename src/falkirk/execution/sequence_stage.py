@@ -32,9 +32,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from falkirk.execution.behaviours import behaviour_of
-from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor, Sequenced
 from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN

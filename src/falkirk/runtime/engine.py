@@ -62,13 +62,14 @@ from falkirk.execution.checks import (
 from falkirk.execution.commits import Committer, Part
 from falkirk.execution.description import describe
 from falkirk.execution.edges import EdgeActions
-from falkirk.execution.epoch import EpochRunner, EpochWork
+from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.loop_stage import LoopStage
 from falkirk.execution.observer import Observer, telemetry_for
 from falkirk.execution.pairing import Pair, join_pair
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
+from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline
 from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
