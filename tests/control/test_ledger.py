@@ -15,6 +15,7 @@ from falkirk.control.ledger import Ledger
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.recovery import Topology
 from falkirk.storage import CommitBatch, MetaStore, StoredFile
+from falkirk.time.ticks import Tick
 from tests.execution.fakes import CountingSource, NullSink
 
 
@@ -38,11 +39,11 @@ def computed(ledger: Ledger, epoch: int, tmp: Path) -> CommitBatch:
     def file(name: str) -> list[StoredFile]:
         return [StoredFile(str(tmp / f"{name}-e{epoch}.parquet"), 10, "0" * 64)]
 
-    batch = CommitBatch(logs=[("parse.out", epoch, file("log")), ("eager.out", epoch, file("elog"))])
+    batch = CommitBatch(logs=[("parse.out", Tick(epoch), file("log")), ("eager.out", Tick(epoch), file("elog"))])
     batch.sink_commits.append(("out", epoch, file("sink")))
     if epoch % 5 == 0:
-        batch.state.append(("agg", epoch, "base" if epoch % 15 == 5 else "delta", file("agg")))
-    batch.state.append(("eager", epoch, "base" if epoch % 4 == 1 else "delta", file("eager")))
+        batch.state.append(("agg", Tick(epoch), "base" if epoch % 15 == 5 else "delta", file("agg")))
+    batch.state.append(("eager", Tick(epoch), "base" if epoch % 4 == 1 else "delta", file("eager")))
     return batch
 
 
@@ -112,9 +113,9 @@ def test_a_multi_input_processor_records_every_input_edge(tmp_path: Path) -> Non
     a, b = p.source("a", CountingSource(3)), p.source("b", CountingSource(2))
     a.join("j", b, "k", policy=EagerCheckpoint()).union("u", a, b).sink("out", NullSink())
     ledger = Ledger(p, topology(p), MetaStore(tmp_path / "state"))
-    batch = CommitBatch(state=[("j", 1, "base", [])])
-    record = ledger.record(p.processors["j"], 1, batch)
+    batch = CommitBatch(state=[("j", Tick(1), "base", [])])
+    record = ledger.record(p.processors["j"], Tick(1), batch)
     assert record is not None and set(record.delivered) == {"a.out>j", "b.out>j"}
-    union = ledger.record(p.processors["u"], 1, batch)
+    union = ledger.record(p.processors["u"], Tick(1), batch)
     assert union is not None and set(union.delivered) == {"j.out>u", "a.out>u", "b.out>u"}
     assert set(record.discarded) == {"j.out>u"}  # j logs (eager): nothing but collected logs discarded

@@ -31,6 +31,7 @@ from falkirk.storage import (
 )
 from falkirk.testing.clickstream import batch_output, batch_rejected, write_input
 from falkirk.testing.verify import differences
+from falkirk.time.ticks import Tick
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,8 @@ def test_garbage_is_collected_below_the_low_watermarks(spark, clicks: Path, tmp_
     store = MetaStore(tmp_path / "state")
     assert report.collected_files > 0
     # sessions' log is needed only above user_stats' checkpoint (epoch 4).
-    assert sorted(store.logs("sessions.out")) == [5]
-    assert [t for t, _, _ in store.state_files("user_stats")] == [4]
+    assert sorted(store.logs("sessions.out")) == [Tick(5)]
+    assert [t for t, _, _ in store.state_files("user_stats")] == [Tick(4)]
     on_disk = {str(p) for p in (tmp_path / "state").rglob("part-*.parquet")}
     assert on_disk == {f for f in store.referenced_files() if f.startswith(str(tmp_path / "state"))}
 

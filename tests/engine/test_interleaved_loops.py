@@ -33,7 +33,7 @@ from falkirk.storage import MetaStore
 from falkirk.testing.halving import expected, expected_held, iterations, write
 from falkirk.testing.verify import differences
 from falkirk.time import INF
-from falkirk.time.ticks import ordinal
+from falkirk.time.ticks import Tick
 
 RUNNER = Path(__file__).with_name("interleave_pipeline.py")
 EPOCHS = [[2**20, 3 * 2**18, 777], [5, 3], [2**12 + 1, 9], [1, 2], [6]]
@@ -56,7 +56,7 @@ def output(tmp_path: Path) -> pd.DataFrame:
 
 def epoch_of(version: int) -> int:
     """The epoch of a buffer part's version (the ordinal of its (epoch, iteration))."""
-    return next(e for e in range(1, len(EPOCHS) + 2) if version <= ordinal((e, INF)))
+    return next(e for e in range(1, len(EPOCHS) + 2) if version <= Tick(e, INF).ordinal)
 
 
 def test_a_later_epoch_iterates_with_an_earlier_one_and_the_checkpoint_is_selective(spark, numbers: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -81,11 +81,11 @@ def test_a_later_epoch_iterates_with_an_earlier_one_and_the_checkpoint_is_select
     meta = MetaStore(tmp_path / "state", read_only=True)
     chain = {t: files for t, _, files in meta.state_files("buffer")}
     meta.close()
-    assert set(chain) == {(1, INF), (2, INF)}
-    in_one = pd.read_parquet([f.path for f in chain[(1, INF)]])
-    assert sorted(in_one["_time"]) == [ordinal((1, i)) for i in range(21)]  # all of epoch 1, nothing of epoch 2
-    in_two = pd.read_parquet([f.path for f in chain[(2, INF)]])
-    assert sorted(in_two["_time"]) == [ordinal((2, i)) for i in range(3)]  # the delta: epoch 2's sums
+    assert set(chain) == {Tick(1, INF), Tick(2, INF)}
+    in_one = pd.read_parquet([f.path for f in chain[Tick(1, INF)]])
+    assert sorted(in_one["_time"]) == [Tick(1, i).ordinal for i in range(21)]  # all of epoch 1, nothing of epoch 2
+    in_two = pd.read_parquet([f.path for f in chain[Tick(2, INF)]])
+    assert sorted(in_two["_time"]) == [Tick(2, i).ordinal for i in range(3)]  # the delta: epoch 2's sums
     report = engine.run()  # the rest, from a restart's recovery
     assert report.recovered_at["buffer"] == (2, INF) and report.epochs == [1, 2, 3, 4, 5]  # one report for both runs
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []

@@ -28,6 +28,7 @@ from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.testing.verify import differences
+from falkirk.time.ticks import Tick
 from tests.engine.loop_pipeline import build, expected, write
 
 RUNNER = Path(__file__).with_name("loop_pipeline.py")
@@ -53,7 +54,7 @@ def test_a_loop_iterates_to_its_fixed_point_each_epoch(spark, rows: Path, tmp_pa
     assert differences(output(tmp_path), expected(EPOCHS), name="output") == []
     meta = MetaStore(tmp_path / "state", read_only=True)
     # lazy: the loop's state is checkpointed at the end of epochs 2 and 4, as (e, ∞)
-    assert [(t, kind) for t, kind, _ in meta.state_files("steps")][-1][0] == (4, float("inf"))
+    assert [(t, kind) for t, kind, _ in meta.state_files("steps")][-1][0] == Tick(4, float("inf"))
     meta.close()
 
 
@@ -68,8 +69,8 @@ def test_eager_checkpoints_are_committed_at_every_iteration(spark, rows: Path, t
     meta = MetaStore(tmp_path / "state", read_only=True)
     ticks = [t for t, _, _ in meta.state_files("steps")]
     # (1, ∞) is the last iteration's state: an empty delta, nothing written
-    assert ticks == [(1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (1, float("inf"))]
-    assert [files for t, _, files in meta.state_files("steps") if t == (1, float("inf"))] == [()]
+    assert ticks == [Tick(1, 0), Tick(1, 1), Tick(1, 2), Tick(1, 3), Tick(1, 4), Tick(1, float("inf"))]
+    assert [files for t, _, files in meta.state_files("steps") if t == Tick(1, float("inf"))] == [()]
     meta.close()
 
 

@@ -32,6 +32,7 @@ from falkirk.operators.base import Step
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.testing.verify import differences
+from falkirk.time.ticks import Tick
 from tests.engine.figure3_pipeline import build, write
 
 RUNNER = Path(__file__).with_name("figure3_pipeline.py")
@@ -51,7 +52,7 @@ def test_a_later_epoch_overtakes_and_the_checkpoint_holds_only_the_earlier(spark
     engine.run()
     assert engine.state.operators["buffer"].arrivals[:2] == [2, 1]  # type: ignore[attr-defined]
     meta = MetaStore(tmp_path / "state", read_only=True)
-    first = [files for t, _, files in meta.state_files("buffer") if t == 1]
+    first = [files for t, _, files in meta.state_files("buffer") if t == Tick(1)]
     meta.close()
     assert first, "the checkpoint of epoch 1 is kept (the chain's base)"
     in_first = pd.read_parquet([f.path for f in first[0]])

@@ -25,7 +25,7 @@ from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.testing.verify import differences
 from falkirk.time import INF, Frontier, SeqDomain
-from falkirk.time.ticks import SEQ_BLOCK
+from falkirk.time.ticks import SEQ_BLOCK, Tick
 from tests.engine.sequence_pipeline import build, expected, write
 
 RUNNER = Path(__file__).with_name("sequence_pipeline.py")
@@ -61,7 +61,7 @@ def test_a_region_numbers_records_and_commits_every_chunk(spark, rows: Path, tmp
     # the monitor keeps only the last: all of epoch 4)
     assert [s.meta.frontier for s in stored["balance"]] == [Frontier.down(SeqDomain(), [["seq", 4 * SEQ_BLOCK]])]
     ticks = [t for t, _, _ in meta.state_files("balance")]
-    assert ticks[-3:] == [(4, 2), (4, 4), (4, INF)]
+    assert ticks[-3:] == [Tick(4, 2), Tick(4, 4), Tick(4, INF)]
     meta.close()
     # falkirk status reads the root (the translators are in the recorded description)
     import json

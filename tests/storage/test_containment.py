@@ -24,6 +24,7 @@ from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import safe_relative, within
 from falkirk.storage.metastore import CommitBatch
 from falkirk.storage.schema import with_crc
+from falkirk.time.ticks import Tick
 
 
 def important(tmp_path: Path) -> Path:
@@ -73,7 +74,7 @@ def test_a_forgotten_file_named_outside_the_root_is_never_deleted(tmp_path: Path
 def test_metadata_naming_a_path_out_of_the_root_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "root"
     store = MetaStore(root)
-    store.commit(CommitBatch(logs=[("a.out", 1, [])]))
+    store.commit(CommitBatch(logs=[("a.out", Tick(1), [])]))
     store.close()
     db = sqlite3.connect(root / "meta.sqlite")
     db.execute("DELETE FROM message_logs")
@@ -95,7 +96,7 @@ def test_a_catch_up_copies_nothing_from_or_to_outside_the_roots(tmp_path: Path) 
     secret.write_text("not the pair's")
     store = MetaStore(source)
     # A file named relative to the source root that climbs out of it (the review: rel="../../escaped.txt").
-    store.commit(CommitBatch(logs=[("a.out", 1, [StoredFile(str(source / "logs" / "x" / ".." / ".." / ".." / "secret.txt"), 14, None)])], epoch=1))
+    store.commit(CommitBatch(logs=[("a.out", Tick(1), [StoredFile(str(source / "logs" / "x" / ".." / ".." / ".." / "secret.txt"), 14, None)])], epoch=1))
     store.close()
     with pytest.raises(CorruptStorageError, match="outside"):
         copy_root(LocalFileSystem(), str(source), LocalFileSystem(), str(dest), dest)
@@ -135,7 +136,7 @@ def test_a_log_state_or_checkpoint_file_named_outside_the_root_is_refused(tmp_pa
     store = MetaStore(root)
     store.commit(
         CommitBatch(
-            logs=[("a.out", 1, [StoredFile(str(secret), 14, None)])],
+            logs=[("a.out", Tick(1), [StoredFile(str(secret), 14, None)])],
             sink_commits=[("out", 1, [StoredFile(str(tmp_path / "table" / "epoch-1.parquet"), 10, None)])],
             epoch=1,
         )

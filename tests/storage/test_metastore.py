@@ -23,6 +23,7 @@ from falkirk.storage import (
     make_durable,
     verify_files,
 )
+from falkirk.time.ticks import Tick
 from tests.domains import E, down
 
 
@@ -59,12 +60,12 @@ def test_commit_and_read_back(tmp_path: Path, topo: Topology) -> None:
 
 def test_duplicate_commit_is_refused_whole(tmp_path: Path, topo: Topology) -> None:
     store = MetaStore(tmp_path)
-    store.commit(CommitBatch(logs=[("src.out", 1, [])]))
+    store.commit(CommitBatch(logs=[("src.out", Tick(1), [])]))
     with pytest.raises(StorageError, match="already committed"):
         store.commit(
             CommitBatch(
                 checkpoints=[(CheckpointMeta.build(topo, "agg", down(E, 1)), [])],
-                logs=[("src.out", 1, [])],
+                logs=[("src.out", Tick(1), [])],
             )
         )
     assert store.checkpoints(topo)["agg"] == []  # nothing of the refused batch is visible
@@ -90,19 +91,19 @@ def test_a_root_with_planned_offsets_only_has_commits_but_no_state_or_output(tmp
 def test_forget_returns_the_files_to_delete(tmp_path: Path) -> None:
     store = MetaStore(tmp_path)
     files = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "s.parquet")])
-    store.commit(CommitBatch(logs=[("a.out", 3, files[:1])], state=[("agg", 3, "base", files[1:])]))
-    assert store.state_files("agg") == [(3, "base", tuple(files[1:]))]
-    gone = store.forget(Forget(logs=[("a.out", 3)], state=[("agg", 3)]))
+    store.commit(CommitBatch(logs=[("a.out", Tick(3), files[:1])], state=[("agg", Tick(3), "base", files[1:])]))
+    assert store.state_files("agg") == [(Tick(3), "base", tuple(files[1:]))]
+    gone = store.forget(Forget(logs=[("a.out", Tick(3))], state=[("agg", Tick(3))]))
     assert gone == files and store.logs("a.out") == {} and store.state_files("agg") == []
 
 
 def test_forgetting_rides_on_a_commit_and_keeps_sink_files(tmp_path: Path) -> None:
     store = MetaStore(tmp_path)
     log, out = make_durable([data_file(tmp_path, "log.parquet"), data_file(tmp_path, "epoch-1.parquet")])
-    store.commit(CommitBatch(logs=[("a.out", 1, [log])], sink_commits=[("sink", 1, [out])]))
-    gone = store.commit(CommitBatch(logs=[("a.out", 2, [])], forget=Forget(logs=[("a.out", 1)], sinks=[("sink", 1)])))
+    store.commit(CommitBatch(logs=[("a.out", Tick(1), [log])], sink_commits=[("sink", 1, [out])]))
+    gone = store.commit(CommitBatch(logs=[("a.out", Tick(2), [])], forget=Forget(logs=[("a.out", Tick(1))], sinks=[("sink", 1)])))
     assert gone == [log]  # the sink's file belongs to its table: never returned for deletion
-    assert store.logs("a.out") == {2: ()} and store.sink_commits("sink") == {}
+    assert store.logs("a.out") == {Tick(2): ()} and store.sink_commits("sink") == {}
 
 
 def test_offsets_are_pruned_but_each_source_keeps_its_position(tmp_path: Path) -> None:
@@ -220,13 +221,13 @@ def test_files_under_the_root_are_recorded_relative_to_it(tmp_path: Path) -> Non
     (stored,) = make_durable([data_file(root, "log.parquet")])
     outside = make_durable([data_file(tmp_path / "table", "epoch-1.parquet")])
     store = MetaStore(root, root=str(root))
-    store.commit(CommitBatch(logs=[("a.out", 1, [stored])], sink_commits=[("out", 1, outside)]))
+    store.commit(CommitBatch(logs=[("a.out", Tick(1), [stored])], sink_commits=[("out", 1, outside)]))
     store.close()
     import shutil
 
     shutil.copytree(root, tmp_path / "copy")
     copy = MetaStore(tmp_path / "copy", root=str(tmp_path / "copy"))
-    assert copy.logs("a.out")[1][0].path == str(tmp_path / "copy" / "data" / "log.parquet")
+    assert copy.logs("a.out")[Tick(1)][0].path == str(tmp_path / "copy" / "data" / "log.parquet")
     assert copy.sink_commits("out")[1][0].path == outside[0].path  # a table outside the root: as is
 
 
@@ -257,12 +258,12 @@ def test_a_schema_3_root_is_read_and_upgraded_with_its_rows_checked(tmp_path: Pa
 
     make(tmp_path / "old")
     readonly = MetaStore(tmp_path / "old", read_only=True)
-    assert list(readonly.logs("a.out")) == [1] and readonly.state_files("agg") == [(2, "base", ())]
+    assert list(readonly.logs("a.out")) == [Tick(1)] and readonly.state_files("agg") == [(Tick(2), "base", ())]
     readonly.close()
     store = MetaStore(tmp_path / "old")
-    assert list(store.logs("a.out")) == [1] and store.state_files("agg") == [(2, "base", ())]
-    store.commit(CommitBatch(logs=[("a.out", 2, []), ("loop.out", (1, 3), [])], state=[("inloop", (1, float("inf")), "delta", [])]))
-    assert list(store.logs("loop.out")) == [(1, 3)] and store.state_files("inloop")[0][0] == (1, float("inf"))
+    assert list(store.logs("a.out")) == [Tick(1)] and store.state_files("agg") == [(Tick(2), "base", ())]
+    store.commit(CommitBatch(logs=[("a.out", Tick(2), []), ("loop.out", Tick(1, 3), [])], state=[("inloop", Tick(1, float("inf")), "delta", [])]))
+    assert list(store.logs("loop.out")) == [Tick(1, 3)] and store.state_files("inloop")[0][0] == Tick(1, float("inf"))
     assert store.check_rows() == 5
     store.close()
     make(tmp_path / "bad", damaged=True)

@@ -18,12 +18,16 @@ from falkirk.time import (
     Domain,
     EpochDomain,
     EpochToSeq,
+    Feedback,
     Frontier,
+    Identity,
+    LoopEntry,
+    LoopExit,
     Projection,
     SeqToEpoch,
     TimeError,
 )
-from falkirk.time.ticks import LOOP, SEQ, SEQ_BLOCK, SEQ_LABEL, Tick, tick_of
+from falkirk.time.ticks import LOOP, SEQ, SEQ_BLOCK, SEQ_LABEL, Tick
 
 EPOCHS = EpochDomain()
 
@@ -41,48 +45,40 @@ def domain_of(p: Processor) -> Domain:
     return SEQ if p.sequence is not None else EPOCHS
 
 
-def projection_kind(src: Processor, dst: Processor) -> str:
+def projection_of(src: Processor, dst: Processor) -> Projection:
     """The projection of the edge ``src -> dst``: into a loop, around it, out of it,
-    into a sequence-number region or out of it, or identity."""
+    into a sequence-number region (epoch e owns the numbers
+    ``((e - 1) * SEQ_BLOCK, e * SEQ_BLOCK]``, :mod:`falkirk.time.ticks`) or out of
+    it, or the identity."""
     if isinstance(src.spec, NumberSpec):
-        return "epoch_to_seq"
+        return EpochToSeq(SEQ_LABEL, block=SEQ_BLOCK)
     if isinstance(src.spec, RegroupSpec):
-        return "seq_to_epoch"
+        return SeqToEpoch(SEQ_LABEL, block=SEQ_BLOCK)
     if isinstance(dst.spec, EnterSpec):
-        return "loop_entry"
+        return LoopEntry(domain_of(src), LOOP)
     if isinstance(dst.spec, LeaveSpec):
-        return "loop_exit"
+        return LoopExit(LOOP, domain_of(dst))
     if isinstance(src.spec, FeedbackSpec):
-        return "feedback"
-    return "identity"
+        return Feedback(LOOP)
+    return Identity(domain_of(src))
 
 
 def topology(pipeline: Pipeline) -> Topology:
     """The pipeline as recovery sees it: each processor's domain, each edge's projection."""
     procs = pipeline.processors
-    edges = [(name, i.src, q.name, _projection(projection_kind(procs[i.src], q))) for name, i, q, _ in pipeline.edges()]
+    edges = [(name, i.src, q.name, projection_of(procs[i.src], q)) for name, i, q, _ in pipeline.edges()]
     return Topology.build({name: domain_of(p) for name, p in procs.items()}, edges)
-
-
-def _projection(kind: str) -> str | Projection:
-    """The translators' projections: epoch e owns the block of sequence numbers
-    ``((e - 1) * SEQ_BLOCK, e * SEQ_BLOCK]`` (:mod:`falkirk.time.ticks`)."""
-    if kind == "epoch_to_seq":
-        return EpochToSeq(SEQ_LABEL, block=SEQ_BLOCK)
-    if kind == "seq_to_epoch":
-        return SeqToEpoch(SEQ_LABEL, block=SEQ_BLOCK)
-    return kind
 
 
 def epoch_of(f: Frontier) -> int:
     """e for the frontier ↓e (0 for ∅). ⊤ is refused: persisted frontiers are finite."""
-    return int(tick(f))  # type: ignore[arg-type]
+    return tick(f).epoch
 
 
 def tick(f: Frontier) -> Tick:
-    """t for the frontier ↓t of a processor (see :func:`falkirk.time.ticks.tick_of`)."""
+    """t for the frontier ↓t of a processor (see :meth:`falkirk.time.ticks.Tick.of_frontier`)."""
     try:
-        return tick_of(f)
+        return Tick.of_frontier(f)
     except TimeError as exc:
         raise ControlInvariantError(str(exc)) from exc
 

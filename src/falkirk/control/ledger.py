@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from falkirk.control import xi
-from falkirk.control.domains import domain_of, epoch_of, input_log_key, projection_kind, tick
+from falkirk.control.domains import domain_of, epoch_of, input_log_key, projection_of, tick
 from falkirk.control.exceptions import ControlInvariantError
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.graph import Pipeline, Processor, Source
@@ -29,7 +29,7 @@ from falkirk.graph.specs import SourceSpec
 from falkirk.recovery import CheckpointMeta, Decision, DecisionKind, Monitor, Topology
 from falkirk.recovery.chain import Base, Cec, ChainKind
 from falkirk.storage import CommitBatch, Forget, MetaStore, StoredFile
-from falkirk.time.ticks import SEQ, Tick, epoch_of_tick, message_time, tick_time, whole
+from falkirk.time.ticks import SEQ, Tick
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Ledger:
         make up an epoch of a pipeline with loops). With global checkpoints, only a
         ``barrier`` epoch records Ξ, of every processor at once: the global checkpoint."""
         procs = self.pipeline.processors
-        at = {n: (ticks or {}).get(n, whole(epoch, domain_of(procs[n]))) for n in ran}
+        at = {n: (ticks or {}).get(n, Tick.whole(epoch, domain_of(procs[n]))) for n in ran}
         records = [m for m in (self.record(procs[n], t, batch) for n, t in at.items()) if m is not None]
         if self.pipeline.checkpoints is not None:
             if not barrier:
@@ -229,28 +229,28 @@ class Ledger:
                 forget.checkpoints += [(d.processor, f) for f in d.frontiers]
                 chain = self.store.state_files(d.processor)
                 mark = marks[d.processor]
-                starts = [chain_start(t, kind) for t, kind, _ in chain if mark.is_top or t <= tick(mark)]  # type: ignore[operator]
+                starts = [chain_start(t, kind) for t, kind, _ in chain if mark.is_top or t <= tick(mark)]
                 needed = max((t for t in starts if t is not None), default=None)
                 if needed is not None:
-                    forget.state += [(d.processor, t) for t, _, _ in chain if t < needed]  # type: ignore[operator]
+                    forget.state += [(d.processor, t) for t, _, _ in chain if t < needed]
                     if procs[d.processor].policy.logs_inputs:
                         # input after the oldest footprint is replayed by recovery; before it, never
                         ins = [input_log_key(d.processor, k) for k in range(len(procs[d.processor].inputs))]
-                        forget.logs += [(key, t) for key in ins for t in self.store.log_epochs(key) if t <= needed]  # type: ignore[operator]
+                        forget.logs += [(key, t) for key in ins for t in self.store.log_epochs(key) if t <= needed]
             elif d.kind is DecisionKind.COLLECT_LOG and d.edge is not None:
                 # A log of the sender's tick t goes once every consumer's low-watermark
                 # holds the time of t's messages in the consumer's own domain.
                 # A region's logs go an epoch at a time (see xi.log_metadata).
                 edge = EdgeId.parse(d.edge)
                 key, src, port = edge.output, edge.src, edge.port
-                readers = [(marks[q.name], projection_kind(procs[src], q)) for q in self.pipeline.consumers(src, port)]
+                readers = [(marks[q.name], projection_of(procs[src], q)) for q in self.pipeline.consumers(src, port)]
                 whole_epochs = procs[src].sequence is not None
                 forget.logs += [
                     (key, t)
                     for t in self.store.log_epochs(key)
                     if all(
-                        mark.contains(tick_time(mark.domain, message_time(kind, whole(epoch_of_tick(t), SEQ) if whole_epochs else t)))
-                        for mark, kind in readers
+                        mark.contains(projection.latest_message(Tick.whole(t.epoch, SEQ) if whole_epochs else t).time_in(mark.domain))
+                        for mark, projection in readers
                     )
                 ]
             elif d.kind is DecisionKind.ACK_SOURCE:
@@ -276,6 +276,6 @@ def chain_start(t: Tick, kind: str) -> Tick | None:
     if isinstance(parsed, Base):
         return t
     if isinstance(parsed, Cec):
-        return parsed.start
+        return Tick(parsed.start)
     return None
 

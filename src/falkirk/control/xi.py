@@ -12,7 +12,7 @@ holds what it needs to resume from there:
   whose logs were collected (D̄), and can re-send the logged ones (L).
 
 D̄ is in the receiver's domain and is given explicitly: the latest message a
-processor at tick t may have sent on an edge (:func:`falkirk.time.ticks.message_time`).
+processor at tick t may have sent on an edge (:meth:`falkirk.time.Projection.latest_message`).
 The paper's shortcut D̄ = φ(e)(f) would be wrong on a loop's exit edge: after
 iterations 0..i of epoch e a processor has sent rows of epoch e, yet φ(↓(e, i)) holds
 only the epochs before e.
@@ -28,16 +28,8 @@ from falkirk.control.domains import domain_of
 from falkirk.graph import Processor
 from falkirk.graph.edge_id import EdgeId
 from falkirk.recovery import CheckpointMeta, Topology
-from falkirk.time import INF, Domain, Frontier, SeqDomain, Time
-from falkirk.time.ticks import (
-    Tick,
-    epoch_of_tick,
-    message_time,
-    previous,
-    tick_frontier,
-    tick_time,
-    whole,
-)
+from falkirk.time import Domain, Frontier, SeqDomain, Time
+from falkirk.time.ticks import Tick
 
 #: The ticks whose logs are kept for an output (``"processor.port"``).
 KeptLogs = Callable[[str], Collection[Tick]]
@@ -51,7 +43,7 @@ def at_tick(
     if p.stateful and not p.policy.rebuilds_from_inputs and not checkpointed:
         return None  # keyed state without a checkpoint here: not a rollback point
     discarded, logged = log_metadata(topology, p, tick, kept_logs)
-    frontier = tick_frontier(domain_of(p), tick)
+    frontier = tick.frontier_in(domain_of(p))
     # In a region every row keeps the number of the record it came from, whatever
     # the edge: p delivered exactly the numbers in its frontier on each input.
     delivered = {e.name: frontier for e in topology.inputs(p.name)} if isinstance(frontier.domain, SeqDomain) else None
@@ -64,8 +56,8 @@ def live(topology: Topology, p: Processor, epoch: int, kept_logs: KeptLogs) -> C
     """Ξ(p, ⊤) of a processor that did not fail after ``epoch``: it delivered and was
     notified of everything up to ``epoch``; what it discarded depends on its log."""
     domain = domain_of(p)
-    done = tick_frontier(domain, whole(epoch, domain))
-    discarded, logged = log_metadata(topology, p, whole(epoch, domain), kept_logs) if p.policy.logs_outputs else ({}, {})
+    done = Tick.whole(epoch, domain).frontier_in(domain)
+    discarded, logged = log_metadata(topology, p, Tick.whole(epoch, domain), kept_logs) if p.policy.logs_outputs else ({}, {})
     return CheckpointMeta.build(
         topology,
         p.name,
@@ -84,9 +76,8 @@ def _before(first: Tick, domain: Domain) -> Tick | None:
     (:meth:`~falkirk.control.ledger.Ledger.forgettable`), so the first kept chunk
     begins an epoch (or a run) and all before that epoch may be gone."""
     if isinstance(domain, SeqDomain):
-        epoch = epoch_of_tick(first)
-        return (epoch - 1, INF) if epoch > 1 else None
-    return previous(first)
+        return Tick.all_of(first.epoch - 1) if first.epoch > 1 else None
+    return first.previous()
 
 
 def log_metadata(
@@ -98,13 +89,13 @@ def log_metadata(
     discarded: dict[str, Frontier] = {}
     logged: dict[str, list[Time]] = {}
     for e in topology.outputs(p.name):
-        kind, target = e.projection.kind, topology.domains[e.dst]
+        projection, target = e.projection, topology.domains[e.dst]
         if not p.policy.logs_outputs:
-            discarded[e.name] = tick_frontier(target, message_time(kind, tick))
+            discarded[e.name] = projection.latest_message(tick).frontier_in(target)
             continue
-        kept = sorted(t for t in kept_logs(EdgeId.parse(e.name).output) if t <= tick)  # type: ignore[operator]
+        kept = sorted(t for t in kept_logs(EdgeId.parse(e.name).output) if t <= tick)
         before = _before(kept[0], topology.domains[p.name]) if kept else tick
-        discarded[e.name] = Frontier.empty(target) if before is None else tick_frontier(target, message_time(kind, before))
-        logged[e.name] = sorted({tick_time(target, message_time(kind, t)) for t in kept}, key=target.sort_key)
+        discarded[e.name] = Frontier.empty(target) if before is None else projection.latest_message(before).frontier_in(target)
+        logged[e.name] = sorted({projection.latest_message(t).time_in(target) for t in kept}, key=target.sort_key)
     return discarded, logged
 

@@ -103,7 +103,7 @@ def _revert(state: RunState, p: Processor, last: int) -> bool:
     False if it cannot."""
     if p.region is not None:  # loop and region processors stand at ticks inside epochs
         return False
-    checkpoints = [t for t, _, _ in state.store.state_files(p.name) if isinstance(t, int)]
+    checkpoints = [t.epoch for t, _, _ in state.store.state_files(p.name) if not t.stepped]
     return state.operators[p.name].revert(last, max(checkpoints, default=0))
 
 

@@ -20,7 +20,7 @@ from falkirk.recovery import CheckpointMeta, solve
 from falkirk.spark.materialise import replicated
 from falkirk.storage import Forget
 from falkirk.time import Frontier
-from falkirk.time.ticks import Tick, epochs_done, is_loop_tick, ordinal, whole
+from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def settle(state: RunState) -> None:
     state.restored = dict(state.frontier)
     after = max(state.frontier.values(), default=0) + 1
     for p in state.keyed:
-        state.operators[p.name].release(ordinal((after, float("inf")) if p.region is not None else after))
+        state.operators[p.name].release((Tick.all_of(after) if p.region is not None else Tick(after)).ordinal)
 
 
 def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None:
@@ -46,7 +46,7 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
         at = tick(plan.frontiers[p.name])
         _stand(state, p, at)
         state.report.recovered[p.name] = state.frontier[p.name]
-        state.report.recovered_at[p.name] = at
+        state.report.recovered_at[p.name] = at.as_time
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
         # epoch: the last epoch it holds whole; tick: where exactly (inside a loop: an iteration)
         logger.info("recovery processor=%s epoch=%d tick=%s why=%s", p.name, state.frontier[p.name], at, plan.explanations[p.name])
@@ -77,9 +77,9 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
     undone = Forget()
     for p in state.order:
         f = plan.frontiers[p.name]
-        now = whole(own[p.name], state.topology.domains[p.name])
+        now = Tick.whole(own[p.name], state.topology.domains[p.name])
         at = now if f.is_top else tick(f)
-        chosen[p.name] = None if f.is_top else epochs_done(at)
+        chosen[p.name] = None if f.is_top else at.epochs_done
         state.report.recovery_reasons[p.name] = str(plan.explanations[p.name])
         logger.info(
             "partial recovery failed=%s processor=%s frontier=%r why=%s",
@@ -88,9 +88,9 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
             f,
             plan.explanations[p.name],
         )
-        if at < now:  # type: ignore[operator]
+        if at < now:
             _undo_after(state, p, at, plan.invalidated[p.name], undone)
-        if p.spec.keyed and (p.name in failed or at < now):  # type: ignore[operator]
+        if p.spec.keyed and (p.name in failed or at < now):
             restore(state, p, at)
         _stand(state, p, at)
     state.delete(state.ledger.forget(undone))
@@ -101,8 +101,8 @@ def recover_partial(state: RunState, failed: frozenset[str], epoch: int) -> None
 
 def _stand(state: RunState, p: Processor, at: Tick) -> None:
     """Record that ``p`` stands at tick ``at`` (a loop processor may stand inside an epoch)."""
-    state.frontier[p.name] = epochs_done(at)
-    if is_loop_tick(at) and epochs_done(at) != at[0]:  # type: ignore[index]
+    state.frontier[p.name] = at.epochs_done
+    if not at.is_whole:
         state.resumed[p.name] = at
     else:
         state.resumed.pop(p.name, None)
@@ -110,19 +110,19 @@ def _stand(state: RunState, p: Processor, at: Tick) -> None:
 
 def _standing(state: RunState, p: Processor) -> Tick:
     """The tick ``p`` stands at (see :func:`_stand`)."""
-    return state.resumed.get(p.name, whole(state.frontier[p.name], state.topology.domains[p.name]))
+    return state.resumed.get(p.name, Tick.whole(state.frontier[p.name], state.topology.domains[p.name]))
 
 
 def _undo_after(state: RunState, p: Processor, at: Tick, invalidated: tuple[Frontier, ...], undone: Forget) -> None:
     """Collect p's committed work after tick ``at`` (a rollback undoes it)."""
     store = state.store
     undone.checkpoints += [(p.name, g) for g in invalidated]
-    undone.state += [(p.name, t) for t, _, _ in store.state_files(p.name) if t > at]  # type: ignore[operator]
+    undone.state += [(p.name, t) for t, _, _ in store.state_files(p.name) if t > at]
     keys = [f"{p.name}.{port}" for port in p.ports] + [state.input_log(p, k) for k in range(len(p.inputs))]
     for key in keys:
-        undone.logs += [(key, t) for t in store.log_epochs(key) if t > at]  # type: ignore[operator]
+        undone.logs += [(key, t) for t in store.log_epochs(key) if t > at]
     if p.spec.sink:
-        epoch = epochs_done(at)
+        epoch = at.epochs_done
         undone.sinks += [(p.name, t) for t in store.sink_commits(p.name) if t > epoch]
         undone.sink_rollbacks[p.name] = min(epoch, undone.sink_rollbacks.get(p.name, epoch))
         state.operators[p.name].abort_output(epoch)  # before the metadata forgets them

@@ -93,10 +93,10 @@ class Committer:
         report = state.report
         report.epochs.append(epoch)
         report.epoch_seconds.append(time.perf_counter() - work.started)
-        for name, seconds in work.step_seconds.items():
+        for name, seconds in work.times.seconds.items():
             report.step_seconds.setdefault(name, []).append(seconds)
-            report.step_finished.setdefault(name, []).append(work.step_finished[name])
-        report.last_records = work.records
+            report.step_finished.setdefault(name, []).append(work.times.finished[name])
+        report.last_records = work.counts.records
         self.observer.committed(state, work)
         work.advance(EpochPhase.FINISHED)
 

@@ -31,7 +31,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from falkirk.control.domains import projection_kind
+from falkirk.control.domains import projection_of
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
 from falkirk.execution.behaviours import behaviour_of
@@ -46,7 +46,7 @@ from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
 from falkirk.storage import CommitBatch
 from falkirk.storage.full import no_space
-from falkirk.time.ticks import Tick, is_loop_tick, message_time, ordinal
+from falkirk.time.ticks import Tick
 
 
 class EpochAborted(GraphError):
@@ -101,12 +101,12 @@ class EpochRunner:
         if barrier:
             crash_point(CrashPoint.BARRIER_INJECTED)  # the barrier is decided; no snapshot written yet
         if count or state.telemetry is not None:
-            work.source_records = {
+            work.counts.source_records = {
                 name: state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
                 for name, o in offsets.items()
                 if o is not None and epoch > state.restored[name]
             }
-            work.records = sum(work.source_records.values())
+            work.counts.records = sum(work.counts.source_records.values())
         for p in self.ahead:
             self.gates[(p.name, epoch)] = Gate()
         for p in state.order:
@@ -114,10 +114,10 @@ class EpochRunner:
                 continue
             for port in p.ports:  # p holds the epoch already: feed receivers that do not
                 if any(
-                    not state.holds(q, message_time(projection_kind(p, q), epoch))
+                    not state.holds(q, projection_of(p, q).latest_message(Tick(epoch)))
                     for q in state.pipeline.consumers(p.name, port)
                 ):
-                    files = state.store.logs(f"{p.name}.{port}").get(epoch)
+                    files = state.store.logs(f"{p.name}.{port}").get(Tick(epoch))
                     if files is None:
                         raise EpochInvariantError(
                             f"processor {p.name!r} has no log of epoch {epoch} for a "
@@ -133,7 +133,7 @@ class EpochRunner:
         for df in work.cut:
             free(df)
         for p in self.state.keyed:
-            self.state.operators[p.name].release(ordinal(whole_tick(p, work.epoch)))
+            self.state.operators[p.name].release(whole_tick(p, work.epoch).ordinal)
         for p in self.ahead:
             self.gates.pop((p.name, work.epoch - 1), None)
 
@@ -174,7 +174,7 @@ class EpochRunner:
         its policy says for the epoch) its policy asks for."""
         try:
             with replicated(p.policy.replicas):
-                self._run(p, work, inputs, work.outputs, work.epoch if tick is None else tick, checkpoint)
+                self._run(p, work, inputs, work.outputs, Tick(work.epoch) if tick is None else tick, checkpoint)
         except Exception as exc:
             if as_storage_error(exc) is not None or no_space(exc) is not None:
                 raise  # a damaged file, a full disk: the engine names it
@@ -192,20 +192,52 @@ class EpochRunner:
         tick: Tick,
         checkpoint: bool | None,
     ) -> None:
-        state, epoch = self.state, work.epoch
+        """One step of ``p`` at ``tick``: its input logged, the operator run (in epoch
+        order where its state needs it), each output kept, observed and logged as
+        its policy asks, what it emits recorded for the commit, its checkpoint taken."""
         if p.policy.logs_inputs:
-            for k, df in enumerate(inputs):
-                key = state.input_log(p, k)
-                files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
-                work.batch.logs.append((key, epoch, files))
+            self._log_inputs(p, work, inputs)
         started = time.perf_counter()
-        # Touched: its state may hold this epoch. A keyed operator that merges epochs
-        # in order touches its state only once the previous epoch is through
-        # (section 3.3, checked below); the others may from the start.
-        in_order = p.spec.keyed and not p.spec.selective
-        if not in_order:
-            work.touched.add(p.name)
-        self.label(f"{p.name} {tick_label(tick)}")
+        self.label(f"{p.name} {tick.label}")
+        step, waited = self._step(p, work, inputs, tick)
+        operator = self.state.operators[p.name]
+        produced = operator.step(step)
+        _check_merged_in_order(p, operator, work.epoch, waited)
+        for port, df in produced.items():
+            outputs[(p.name, port)], logged = self._route(p, port, df, work)
+            if logged:
+                key = f"{p.name}.{port}"
+                self._write_later(work, f"{key} {tick.label}", self._write_log, outputs[(p.name, port)], key, tick, work.batch)
+        emitted = operator.emit(step)
+        if emitted is not None:
+            crash_point(CrashPoint.SINK_WRITTEN)
+            work.batch.sink_commits.append((p.name, work.epoch, emitted))
+        if p.spec.keyed and (self._checkpoints_now(p, work) if checkpoint is None else checkpoint):
+            if p.spec.selective:
+                # Its epochs arrive in any order, but its checkpoints are taken in
+                # epoch order: once the previous epoch's is, every part up to this
+                # epoch is there (a later epoch's part may be too: left out).
+                step.wait_previous()
+            self.checkpoint(p, tick, work)
+        work.times.record(p.name, started)
+        work.ran.append(p.name)
+
+    def _log_inputs(self, p: Processor, work: EpochWork, inputs: list[DataFrame]) -> None:
+        """The inputs of a processor whose policy logs them (written now, committed with the epoch)."""
+        state, epoch = self.state, work.epoch
+        for k, df in enumerate(inputs):
+            key = state.input_log(p, k)
+            files = write_parquet(df, state.area("logs", key), f"e{epoch}", state.fs)
+            work.batch.logs.append((key, Tick(epoch), files))
+
+    def _step(self, p: Processor, work: EpochWork, inputs: list[DataFrame], tick: Tick) -> tuple[Step, list[bool]]:
+        """The :class:`Step` ``p``'s operator runs, and the list its
+        ``wait_previous`` appends to once called (section 3.3: a keyed operator that
+        merges epochs in order touches its state only once the previous epoch is
+        through; the others may from the start)."""
+        epoch = work.epoch
+        if not (p.spec.keyed and not p.spec.selective):
+            work.touched.add(p.name)  # its state may hold this epoch from now on
         previous = self.gates.get((p.name, epoch - 1))
         waited: list[bool] = []
 
@@ -215,65 +247,43 @@ class EpochRunner:
             waited.append(True)
             work.touched.add(p.name)
 
+        if p.spec.source and p.name not in work.offsets:
+            raise EpochInvariantError(
+                f"source {p.name!r} re-reads epoch {epoch}, whose offsets were "
+                "forgotten below its low-watermark; the rollback plan should have prevented this"
+            )
         step = Step(
             epoch,
             inputs,
             offsets=work.offsets.get(p.name),
             wait_previous=wait_previous,
             cache=lambda df: self.keep(work, df),
-            time=tick,
+            time=tick.as_time,
+            version=tick.ordinal,
             final=work.final,
         )
-        if p.spec.source and p.name not in work.offsets:
-            raise EpochInvariantError(
-                f"source {p.name!r} re-reads epoch {epoch}, whose offsets were "
-                "forgotten below its low-watermark; the rollback plan should have prevented this"
-            )
-        operator = state.operators[p.name]
-        produced = operator.step(step)
-        if p.spec.keyed and not p.spec.selective and not waited:
-            # Section 3.3: only an operator whose state is partitioned by time may
-            # take a later epoch before an earlier one; the others merge in order.
-            raise GraphError(
-                f"operator {type(operator).__name__} of processor {p.name!r} merged epoch {epoch} without "
-                "waiting for the previous one (Step.wait_previous): its state would hold a later epoch "
-                "before an earlier one. Call step.wait_previous() before touching the state, or declare "
-                "the spec selective if its state is partitioned by time"
-            )
-        for port, df in produced.items():
-            consumers = state.pipeline.consumers(p.name, port)
-            # A port nobody reads (an optional one left unconnected) is neither kept
-            # nor logged: no recovery would re-send it, so its log would never go.
-            logged = p.policy.logs_outputs and bool(consumers)
-            if len(consumers) > 1 or logged:
-                df = self.keep(work, df)
-            # Sources are counted from their offsets; loop processors' rows are not
-            # counted (an observation per iteration would need a count per tick).
-            if state.telemetry is not None and not p.spec.source and p.region is None:
-                # Observed above the cache, not inside it: every job reading the output
-                # counts all of it, whichever of two concurrent jobs (a log write and a
-                # consumer) computed which cached partitions.
-                observation = Observation(f"{p.name}.{port} e{epoch}")
-                df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
-                work.observed[(p.name, port)] = observation
-            outputs[(p.name, port)] = df
-            if logged:
-                key = f"{p.name}.{port}"
-                self._write_later(work, f"{key} {tick_label(tick)}", self._write_log, df, key, tick, work.batch)
-        emitted = operator.emit(step)
-        if emitted is not None:
-            crash_point(CrashPoint.SINK_WRITTEN)
-            work.batch.sink_commits.append((p.name, epoch, emitted))
-        if p.spec.keyed and (self._checkpoints_now(p, work) if checkpoint is None else checkpoint):
-            if p.spec.selective:
-                # Its epochs arrive in any order, but its checkpoints are taken in
-                # epoch order: once the previous epoch's is, every part up to this
-                # epoch is there (a later epoch's part may be too: left out).
-                wait_previous()
-            self.checkpoint(p, tick, work)
-        work.step_finished[p.name] = time.perf_counter()
-        work.step_seconds[p.name] = work.step_finished[p.name] - started
-        work.ran.append(p.name)
+        return step, waited
+
+    def _route(self, p: Processor, port: str, df: DataFrame, work: EpochWork) -> tuple[DataFrame, bool]:
+        """Output ``port`` of ``p`` as its consumers read it (kept when read more
+        than once or logged, observed for telemetry), and whether its policy logs it."""
+        state = self.state
+        consumers = state.pipeline.consumers(p.name, port)
+        # A port nobody reads (an optional one left unconnected) is neither kept
+        # nor logged: no recovery would re-send it, so its log would never go.
+        logged = p.policy.logs_outputs and bool(consumers)
+        if len(consumers) > 1 or logged:
+            df = self.keep(work, df)
+        # Sources are counted from their offsets; loop processors' rows are not
+        # counted (an observation per iteration would need a count per tick).
+        if state.telemetry is not None and not p.spec.source and p.region is None:
+            # Observed above the cache, not inside it: every job reading the output
+            # counts all of it, whichever of two concurrent jobs (a log write and a
+            # consumer) computed which cached partitions.
+            observation = Observation(f"{p.name}.{port} e{work.epoch}")
+            df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+            work.counts.observed[(p.name, port)] = observation
+        return df, logged
 
     def _checkpoints_now(self, p: Processor, work: EpochWork) -> bool:
         return behaviour_of(p.policy).checkpoints_after(p.policy, work.epoch, self.checkpoints[p.name], barrier=work.barrier)
@@ -285,7 +295,7 @@ class EpochRunner:
         work = EpochWork(epoch, {}, time.perf_counter(), barrier=True)
         crash_point(CrashPoint.BARRIER_INJECTED)
         for p in self.state.keyed:
-            self.checkpoint(p, epoch, work)
+            self.checkpoint(p, Tick(epoch), work)
         for write in work.writes:
             write.result()
         work.ran = [p.name for p in self.state.order]
@@ -315,14 +325,14 @@ class EpochRunner:
     def checkpoint(self, p: Processor, tick: Tick, work: EpochWork) -> None:
         """A keyed processor's checkpoint at ``tick``: its rows are fixed now, before
         the processor's next step may change the state, and written in the background."""
-        self.label(f"{p.name}/checkpoint {tick_label(tick)}")
+        self.label(f"{p.name}/checkpoint {tick.label}")
         base = p.policy.compacts(self.checkpoints[p.name])
         operator = self.state.operators[p.name]
         with replicated(p.policy.replicas):  # a base checkpoint compacts the state
-            rows = operator.checkpoint(ordinal(tick), base)
-        kind = str(operator.chain_kind(ordinal(tick), base))  # as persisted: in the metadata and the files' names
+            rows = operator.checkpoint(tick.ordinal, base)
+        kind = str(operator.chain_kind(tick.ordinal, base))  # as persisted: in the metadata and the files' names
         self._write_later(
-            work, f"{p.name}/checkpoint {tick_label(tick)}", self._write_checkpoint, rows, p.name, tick, kind, work.batch, work.barrier
+            work, f"{p.name}/checkpoint {tick.label}", self._write_checkpoint, rows, p.name, tick, kind, work.batch, work.barrier
         )
         self.checkpoints[p.name] += 1
         self.state.report.checkpoints.append((p.name, work.epoch, kind))
@@ -337,15 +347,14 @@ class EpochRunner:
         work.writes.append(self.writers.submit(labelled))
 
     def _write_log(self, df: DataFrame, key: str, tick: Tick, batch: CommitBatch) -> None:
-        files = write_parquet(df, self.state.area("logs", key), tick_label(tick), self.state.fs)
+        files = write_parquet(df, self.state.area("logs", key), tick.label, self.state.fs)
         batch.logs.append((key, tick, files))
 
     def _write_checkpoint(self, rows: DataFrame, name: str, tick: Tick, kind: str, batch: CommitBatch, barrier: bool) -> None:
         started = time.perf_counter()
-        files = write_parquet(rows, self.state.area("checkpoints", name), f"{tick_label(tick)}-{kind}", self.state.fs)
+        files = write_parquet(rows, self.state.area("checkpoints", name), f"{tick.label}-{kind}", self.state.fs)
         if self.state.telemetry is not None:
-            epoch = tick[0] if isinstance(tick, tuple) else tick
-            self.state.telemetry.checkpoint(name, epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
+            self.state.telemetry.checkpoint(name, tick.epoch, kind, time.perf_counter() - started, sum(f.size for f in files))
         crash_point(CrashPoint.STATE_WRITTEN)  # a checkpoint (or a CEC log entry) written, not yet committed
         if barrier:
             crash_point(CrashPoint.SNAPSHOT_WRITTEN)  # a barrier snapshot written, not yet committed
@@ -359,17 +368,21 @@ class EpochRunner:
         self.state.spark.sparkContext.setLocalProperty("spark.job.description", description)
 
 
-def tick_label(tick: Tick) -> str:
-    """A tick in job descriptions and file names: ``e3``, ``e3i5``, ``e3iall``."""
-    if is_loop_tick(tick):
-        epoch, iteration = tick  # type: ignore[misc]
-        return f"e{epoch}i{'all' if iteration == float('inf') else iteration}"
-    return f"e{tick}"
+def _check_merged_in_order(p: Processor, operator: object, epoch: int, waited: list[bool]) -> None:
+    """Section 3.3: only an operator whose state is partitioned by time (a selective
+    spec) may take a later epoch before an earlier one; the others merge in order."""
+    if p.spec.keyed and not p.spec.selective and not waited:
+        raise GraphError(
+            f"operator {type(operator).__name__} of processor {p.name!r} merged epoch {epoch} without "
+            "waiting for the previous one (Step.wait_previous): its state would hold a later epoch "
+            "before an earlier one. Call step.wait_previous() before touching the state, or declare "
+            "the spec selective if its state is partitioned by time"
+        )
 
 
 def whole_tick(p: Processor, epoch: int) -> Tick:
     """The tick of ``p`` once it has processed all of ``epoch``."""
-    return (epoch, float("inf")) if p.region is not None else epoch
+    return Tick.all_of(epoch) if p.region is not None else Tick(epoch)
 
 
 def after_loops(pipeline: Pipeline) -> set[str]:

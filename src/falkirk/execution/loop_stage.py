@@ -215,7 +215,7 @@ class LoopStage:
         """One iteration of ``flight``'s epoch (steps 1 and 2); marks it done at its
         fixed point or at the iteration limit."""
         work, members, epoch, iteration = flight.work, self.members[loop.name], flight.work.epoch, flight.iteration
-        current, ran = self._iteration(loop, work, members, (epoch, iteration), flight.sent)
+        current, ran = self._iteration(loop, work, members, Tick(epoch, iteration), flight.sent)
         flight.computed += ran
         for key, parts in flight.leaving.items():
             parts.append(current.get(key))
@@ -239,16 +239,16 @@ class LoopStage:
             work.outputs[key] = self._all(key, parts, epoch)
 
     def _iteration(
-        self, loop: Loop, work: EpochWork, members: list[Processor], at: tuple[int, int], sent: dict[tuple[str, str], Rows]
+        self, loop: Loop, work: EpochWork, members: list[Processor], at: Tick, sent: dict[tuple[str, str], Rows]
     ) -> tuple[dict[tuple[str, str], Rows], bool]:
         """Step 1 and 2 for iteration ``at``: the rows of every output of the loop's
         processors at this time, and whether any processor ran (rather than held it)."""
-        epoch, iteration = at
+        epoch, iteration = at.epoch, int(at.step or 0)
         sub = EpochWork(epoch, work.offsets, time.perf_counter())
         current: dict[tuple[str, str], Rows] = {}
         ran: dict[str, Tick] = {}
         for p in members:
-            own: Tick = (epoch, iteration - 1) if isinstance(p.spec, FeedbackSpec) else at
+            own = Tick(epoch, iteration - 1) if isinstance(p.spec, FeedbackSpec) and iteration > 0 else at
             if isinstance(p.spec, FeedbackSpec) and iteration == 0:
                 for port in p.ports:  # nothing was sent back before the first iteration
                     current[(p.name, port)] = empty(self.state.spark, self.state.schemas[(p.name, port)])
@@ -283,7 +283,7 @@ class LoopStage:
         self,
         p: Processor,
         k: int,
-        at: tuple[int, int],
+        at: Tick,
         current: dict[tuple[str, str], Rows],
         sent: dict[tuple[str, str], Rows],
         work: EpochWork,
@@ -292,7 +292,7 @@ class LoopStage:
         i = p.inputs[k]
         key = (i.src, i.port)
         if isinstance(p.spec, EnterSpec):
-            rows: Rows = work.outputs[key] if at[1] == 0 else empty(self.state.spark, self.state.schemas[key])
+            rows: Rows = work.outputs[key] if at.step == 0 else empty(self.state.spark, self.state.schemas[key])
         elif isinstance(p.spec, FeedbackSpec):
             rows = sent.get(key)
         else:
@@ -310,10 +310,10 @@ class LoopStage:
         holds that iteration. (One that holds the whole epoch says nothing of how
         many iterations it took.)"""
         inside = [p for p in members if p.name in self.state.resumed]
-        if any(self._holds(p, (epoch, iteration + 1)) for p in inside):
+        if any(self._holds(p, Tick(epoch, iteration + 1)) for p in inside):
             return True
         for fb in self._feedbacks(inside):
-            if self._holds(fb, (epoch, iteration)):
+            if self._holds(fb, Tick(epoch, iteration)):
                 return True  # it passed those rows on before: the next iteration ran
         for key, rows in sent.items():
             if rows is None:

@@ -15,7 +15,6 @@ from falkirk.execution.work import EpochWork
 from falkirk.graph import Pipeline
 from falkirk.observe.telemetry import Telemetry
 from falkirk.storage import StoredFile
-from falkirk.time.ticks import epochs_done
 
 #: Committed epochs whose counts Spark never reported are forgotten past this many.
 _PENDING = 50
@@ -84,10 +83,10 @@ class Observer:
         deadline = time.monotonic() + wait
         while True:
             for work in list(self._counting):
-                rows = work.new_rows(self.pipeline)
+                rows = work.counts.new_rows(self.pipeline)
                 if rows:
                     self.telemetry.counted(work.epoch, work.seconds, rows)
-                if not work.counting:
+                if not work.counts.waiting:
                     self._counting.remove(work)
             del self._counting[: max(0, len(self._counting) - _PENDING)]
             if not self._counting or time.monotonic() >= deadline:
@@ -100,8 +99,8 @@ class Observer:
         monitor = state.ledger.monitor
         last = max(state.frontier.values(), default=0)
         points = {
-            p: max((epochs_done(tick(m.frontier)) for m in monitor.available(p) if not m.frontier.is_top), default=0)
+            p: max((tick(m.frontier).epochs_done for m in monitor.available(p) if not m.frontier.is_top), default=0)
             for p in state.frontier
         }
-        marks = {p: last if f.is_top else epochs_done(tick(f)) for p, f in monitor.low_watermarks.items()}
+        marks = {p: last if f.is_top else tick(f).epochs_done for p, f in monitor.low_watermarks.items()}
         self.telemetry.frontiers(dict(state.frontier), points, marks)

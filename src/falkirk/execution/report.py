@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from falkirk.time.ticks import Tick
+from falkirk.time import Time
 
 
 @dataclass
@@ -26,11 +26,11 @@ class RunReport:
     recovered: dict[str, int] | None = None
     #: Where a restart's recovery left each processor: its tick (an epoch, or
     #: (epoch, iteration) inside a loop: it resumed in the middle of an epoch).
-    recovered_at: dict[str, Tick] = field(default_factory=dict)
+    recovered_at: dict[str, Time] = field(default_factory=dict)
     recovery_reasons: dict[str, str] = field(default_factory=dict)
     #: Per edge, the times (in the receiver's domain: an epoch, or (epoch, iteration)
-    #: inside a loop) a recovery re-sent from logs.
-    resent: dict[str, list[Tick]] = field(default_factory=dict)
+    #: inside a loop, ``("seq", n)`` in a region) a recovery re-sent from logs.
+    resent: dict[str, list[Time]] = field(default_factory=dict)
     collected_files: int = 0
     #: Input records of the last epoch (as the sources count them, 0 if unknown).
     last_records: int = 0

@@ -30,7 +30,6 @@ from falkirk.spark.files import check_stored_schema
 from falkirk.spark.frames import empty
 from falkirk.storage import MetaStore, StoredFile, verify_files
 from falkirk.storage.filesystem import FileSystem
-from falkirk.time import INF
 from falkirk.time.ticks import Tick
 
 
@@ -69,9 +68,8 @@ class RunState:
         """Whether ``p`` holds time ``t`` (in its domain) already: a rollback left it
         there or beyond, so it skips ``t``."""
         if p.region is None:
-            return bool(t <= self.restored[p.name])  # type: ignore[operator]
-        at = self.resumed.get(p.name, (self.restored[p.name], INF))
-        return bool(t <= at)  # type: ignore[operator]
+            return t <= Tick(self.restored[p.name])
+        return t <= self.resumed.get(p.name, Tick.all_of(self.restored[p.name]))
 
     @property
     def keyed(self) -> list[Processor]:

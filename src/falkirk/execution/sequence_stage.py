@@ -41,7 +41,6 @@ from falkirk.graph.specs import NumberSpec, RegroupSpec
 from falkirk.operators.sequence import SEQ_COLUMN
 from falkirk.recovery.chain import Delta
 from falkirk.spark.frames import empty
-from falkirk.time import INF
 from falkirk.time.ticks import SEQ_BLOCK, Tick
 
 logger = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ class SequenceStage:
         bounds = self._bounds(region, members, epoch, count)
         for lo, hi in bounds:
             rows = numbered.where((F.col(SEQ_COLUMN) > base + lo) & (F.col(SEQ_COLUMN) <= base + hi))
-            current = self._chunk(members, work, (epoch, hi), {(number.name, "out"): rows})
+            current = self._chunk(members, work, Tick(epoch, hi), {(number.name, "out"): rows})
             for key in exits:
                 leaving[key].append(self._required(current, key, epoch, hi))
         self.chunks[region.name] = len(bounds)
@@ -93,13 +92,13 @@ class SequenceStage:
         logger.info("region=%s epoch=%d records=%d chunks=%d", region.name, epoch, count, len(bounds))
         self._finish(members, work)
         for q in self.regroups[region.name]:
-            if self.state.holds(q, (epoch, INF)):
+            if self.state.holds(q, Tick.all_of(epoch)):
                 continue  # it passed the epoch on before (its receivers hold it too)
             out = empty(self.state.spark, self.state.schemas[(q.inputs[0].src, q.inputs[0].port)])
             for part in leaving[(q.inputs[0].src, q.inputs[0].port)]:
                 out = out.unionByName(part)
             self.state.resumed.pop(q.name, None)
-            self.runner.run(q, work, [out], tick=(epoch, INF))
+            self.runner.run(q, work, [out], tick=Tick.all_of(epoch))
 
     def _count(self, number: Processor, numbered: DataFrame, epoch: int) -> int:
         """The records ``number`` numbered in ``epoch``: known if it numbered them in
@@ -132,25 +131,25 @@ class SequenceStage:
 
     def _position(self, p: Processor, epoch: int, count: int) -> int:
         """The records of ``epoch`` processor ``p`` holds already."""
-        if self.state.holds(p, (epoch, INF)):
+        if self.state.holds(p, Tick.all_of(epoch)):
             return count
         at = self.state.resumed.get(p.name)
-        return int(at[1]) if isinstance(at, tuple) and at[0] == epoch else 0
+        return int(at.step or 0) if at is not None and at.epoch == epoch else 0
 
     def _committed(self, p: Processor, epoch: int) -> set[int]:
         """The records of ``epoch`` after which ``p`` committed a chunk (its logs and
         checkpoints: the chunks a rollback may re-send)."""
         ticks = {t for port in p.ports for t in self.state.store.log_epochs(f"{p.name}.{port}")}
         ticks |= {t for t, _, _ in self.state.store.state_files(p.name)}
-        return {int(t[1]) for t in ticks if isinstance(t, tuple) and t[0] == epoch and t[1] != INF}
+        return {int(t.step or 0) for t in ticks if t.epoch == epoch and not t.is_whole}
 
     def _chunk(
-        self, members: list[Processor], work: EpochWork, at: tuple[int, int], numbered: dict[tuple[str, str], DataFrame]
+        self, members: list[Processor], work: EpochWork, at: Tick, numbered: dict[tuple[str, str], DataFrame]
     ) -> dict[tuple[str, str], DataFrame | None]:
         """Step 2 for the chunk ending at ``at``, whose ``numbered`` records the region's
         ``number`` sends: every output in the region for the chunk (None: held, and
         not logged)."""
-        epoch, _ = at
+        epoch = at.epoch
         sub = EpochWork(epoch, work.offsets, time.perf_counter())
         current: dict[tuple[str, str], DataFrame | None] = dict(numbered)
         ran: dict[str, Tick] = {}
@@ -160,7 +159,7 @@ class SequenceStage:
                     files = self.state.store.logs(f"{p.name}.{port}").get(at)
                     current[(p.name, port)] = None if files is None else self.state.read(files, self.state.schemas[(p.name, port)])
                 continue
-            inputs = [self._required(current, (i.src, i.port), *at) for i in p.inputs]
+            inputs = [self._required(current, (i.src, i.port), at.epoch, int(at.step or 0)) for i in p.inputs]
             self.runner.run(p, sub, inputs, tick=at, checkpoint=p.spec.keyed)
             for port in p.ports:
                 current[(p.name, port)] = sub.outputs[(p.name, port)]
@@ -179,7 +178,7 @@ class SequenceStage:
             if epoch <= self.state.restored[p.name]:
                 continue  # it held the whole epoch: its record exists
             if p.spec.keyed and behaviour_of(p.policy).checkpoints_each_part:
-                work.batch.state.append((p.name, (epoch, INF), str(Delta()), []))
+                work.batch.state.append((p.name, Tick.all_of(epoch), str(Delta()), []))
             work.ran.append(p.name)
 
     @staticmethod

@@ -12,6 +12,7 @@ transitions.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -45,50 +46,24 @@ TRANSITIONS: dict[EpochPhase, frozenset[EpochPhase]] = {
 
 
 @dataclass
-class EpochWork:
-    """One epoch on its way: planned, computed by a worker, committed by the main
-    thread (or discarded); :attr:`phase` says where it is, and only the transitions
-    of :data:`TRANSITIONS` are allowed (:meth:`advance`)."""
+class EpochCounts:
+    """Rows an epoch read and emitted, counted without a Spark job of their own.
 
-    epoch: int
-    offsets: dict[str, Offsets]
-    started: float
-    #: Where the epoch is in its life (see :class:`EpochPhase`).
-    phase: EpochPhase = EpochPhase.PLANNED
+    Sources are counted from their offsets; the other processors' outputs are
+    observed as Spark computes them (only with telemetry). Spark reports an
+    observation after its job, sometimes after the epoch commits: counts are taken
+    as they arrive. An output a consumer reads only part of (a ``limit``) counts
+    what Spark computed of it."""
+
+    #: Input records of the epoch (all sources), 0 if not counted.
     records: int = 0
     #: Input records per source (counted from the offsets, no Spark job), when asked.
     source_records: dict[str, int] = field(default_factory=dict)
-    #: Logged outputs that receivers which rolled back read instead of recomputing.
-    logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
-    batch: CommitBatch = field(default_factory=CommitBatch)
-    ran: list[str] = field(default_factory=list)
-    #: Processors whose step began in this epoch: their state may have moved past
-    #: the last commit (an executor loss rolls them back if the epoch is discarded).
-    touched: set[str] = field(default_factory=set)
-    cached: list[DataFrame] = field(default_factory=list)
-    #: Kept with their lineage cut (:meth:`EpochRunner.cut`): freed block by block.
-    cut: list[DataFrame] = field(default_factory=list)
-    step_seconds: dict[str, float] = field(default_factory=dict)
-    step_finished: dict[str, float] = field(default_factory=dict)
-    #: Log and checkpoint writes under way; the epoch is computed once they are done.
-    writes: list[Future[None]] = field(default_factory=list)
-    #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
-    barrier: bool = False
-    #: The epoch ends the input (:attr:`falkirk.operators.Step.final`).
-    final: bool = False
-    #: Row counts of each processor's outputs, observed as Spark computes them
-    #: (only with telemetry: no extra Spark job). Spark reports an observation after
-    #: its job, sometimes after the epoch commits: counts are taken as they arrive.
-    #: Sources are counted from their offsets instead; an output a consumer reads
-    #: only part of (a ``limit``) counts what Spark computed of it.
+    #: Observations of outputs whose counts have not arrived yet.
     observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
     #: Counts of observations that have arrived, and processors already counted.
     arrived: dict[tuple[str, str], int] = field(default_factory=dict)
     counted: set[str] = field(default_factory=set)
-    #: Seconds from planning to commit (set at the commit).
-    seconds: float = 0.0
-    #: Every output computed so far (what the loop stage reads after the worker).
-    outputs: dict[tuple[str, str], DataFrame] = field(default_factory=dict)
 
     def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
         """Rows each processor emitted (a sink: received) in this epoch, for the
@@ -110,6 +85,68 @@ class EpochWork:
         self.counted |= set(rows)
         return rows
 
+    @property
+    def waiting(self) -> bool:
+        """Whether some of this epoch's counts have not arrived yet."""
+        return bool(self.observed)
+
+
+@dataclass
+class StepTimes:
+    """How long each processor's steps took in an epoch (an epoch with loops or
+    regions runs a processor many times: the sum) and when its last step finished."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+
+    def record(self, processor: str, started: float) -> None:
+        """A step of ``processor`` that began at ``started`` (``time.perf_counter``) ended now."""
+        self.finished[processor] = time.perf_counter()
+        self.seconds[processor] = self.finished[processor] - started
+
+    def absorb(self, part: StepTimes) -> None:
+        """Add the times of a part of the epoch (an iteration, a chunk)."""
+        for name, seconds in part.seconds.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+            self.finished[name] = part.finished[name]
+
+
+@dataclass
+class EpochWork:
+    """One epoch on its way: planned, computed by a worker, committed by the main
+    thread (or discarded); :attr:`phase` says where it is, and only the transitions
+    of :data:`TRANSITIONS` are allowed (:meth:`advance`)."""
+
+    epoch: int
+    offsets: dict[str, Offsets]
+    started: float
+    #: Where the epoch is in its life (see :class:`EpochPhase`).
+    phase: EpochPhase = EpochPhase.PLANNED
+    #: Rows counted as Spark computes them (with telemetry, or counting asked).
+    counts: EpochCounts = field(default_factory=lambda: EpochCounts())
+    #: Logged outputs that receivers which rolled back read instead of recomputing.
+    logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)
+    batch: CommitBatch = field(default_factory=CommitBatch)
+    ran: list[str] = field(default_factory=list)
+    #: Processors whose step began in this epoch: their state may have moved past
+    #: the last commit (an executor loss rolls them back if the epoch is discarded).
+    touched: set[str] = field(default_factory=set)
+    cached: list[DataFrame] = field(default_factory=list)
+    #: Kept with their lineage cut (:meth:`EpochRunner.cut`): freed block by block.
+    cut: list[DataFrame] = field(default_factory=list)
+    #: How long each processor's steps took, and when the last one finished.
+    times: StepTimes = field(default_factory=lambda: StepTimes())
+    #: Log and checkpoint writes under way; the epoch is computed once they are done.
+    writes: list[Future[None]] = field(default_factory=list)
+    #: A global checkpoint's barrier follows this epoch (GlobalCheckpoints).
+    barrier: bool = False
+    #: The epoch ends the input (:attr:`falkirk.operators.Step.final`).
+    final: bool = False
+    #: Seconds from planning to commit (set at the commit).
+    seconds: float = 0.0
+    #: Every output computed so far (what the loop stage reads after the worker).
+    outputs: dict[tuple[str, str], DataFrame] = field(default_factory=dict)
+
     def absorb(self, part: EpochWork) -> None:
         """Take in ``part``, the work of one time inside this epoch (an iteration of a
         loop, a chunk of a region), once its writes are done: its kept DataFrames (freed
@@ -118,14 +155,7 @@ class EpochWork:
             write.result()
         self.cached += part.cached
         self.cut += part.cut
-        for name, seconds in part.step_seconds.items():
-            self.step_seconds[name] = self.step_seconds.get(name, 0.0) + seconds
-            self.step_finished[name] = part.step_finished[name]
-
-    @property
-    def counting(self) -> bool:
-        """Whether some of this epoch's counts have not arrived yet."""
-        return bool(self.observed)
+        self.times.absorb(part.times)
 
     def advance(self, to: EpochPhase) -> None:
         """Move the epoch to phase ``to``; any transition :data:`TRANSITIONS` does

@@ -42,7 +42,8 @@ from falkirk.graph.specs import OperatorSpec
 from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.recovery.chain import Base, ChainKind, Delta
 from falkirk.storage import StoredFile
-from falkirk.time.ticks import Tick, ordinal
+from falkirk.time import Time
+from falkirk.time.ticks import Tick
 
 #: A keyed-state checkpoint chain: (version, kind, files), oldest first (a version is
 #: the epoch outside loops, the ordinal of a tick inside one; the kind as persisted,
@@ -73,10 +74,11 @@ class Step:
     wait_previous: Callable[[], None] = _no_wait
     #: Keeps a DataFrame computed once for this epoch (freed when it commits).
     cache: Callable[[DataFrame], DataFrame] = field(default=_keep)
-    #: The step's logical time: the epoch, or ``(epoch, iteration)`` inside a loop.
-    time: Tick | None = None
+    #: The step's logical time: the epoch, or ``(epoch, iteration)`` inside a loop
+    #: (``(epoch, record)`` in a sequence-number region).
+    time: Time | None = None
     #: The version a keyed operator gives the state this step writes: grows with
-    #: ``time`` (:func:`falkirk.time.ticks.ordinal`; the epoch outside loops).
+    #: ``time`` (:attr:`falkirk.time.ticks.Tick.ordinal`; the epoch outside loops).
     version: int = -1
     #: The epoch ends the input (``Engine.run(finish=True)``): it has no input rows,
     #: and operators that hold results back (windows) emit them all.
@@ -86,7 +88,7 @@ class Step:
         if self.time is None:
             self.time = self.epoch
         if self.version < 0:
-            self.version = ordinal(self.time)
+            self.version = Tick.of_time(self.time).ordinal
 
 
 class Operator:

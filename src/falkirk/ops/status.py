@@ -29,7 +29,7 @@ from falkirk.storage.filesystem import StoredFile, is_uri
 from falkirk.storage.identity import recorded
 from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
-from falkirk.time.ticks import epoch_of_tick, epochs_done, tick_json
+from falkirk.time.ticks import Tick
 
 
 def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
@@ -141,15 +141,15 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
             # A loop processor's rollback points are (epoch, iteration) ticks; its
             # frontier is the last epoch it holds whole.
             finite = [tick(s.meta.frontier) for s in stored[name] if not s.meta.frontier.is_top]
-            frontier = max((epochs_done(t) for t in finite), default=0)
+            frontier = max((t.epochs_done for t in finite), default=0)
             last = max(last, frontier)
             states = store.state_files(name)
             logs = {out: store.logs(out) for out in _outputs(topology, name)}
             processors[name] = {
                 **info,
                 "frontier": frontier,
-                "rollback_points": [tick_json(t) for t in finite],
-                "last_checkpoint": tick_json(states[-1][0]) if states else None,
+                "rollback_points": [t.to_json() for t in finite],
+                "last_checkpoint": states[-1][0].to_json() if states else None,
                 "checkpoints": {"count": len(states), "bytes": sum(_files(f) for _, _, f in states)},
                 "logs": {
                     "count": sum(len(v) for v in logs.values()),
@@ -206,14 +206,14 @@ def inspect(storage: str, what: str, metadata_dir: str | None = None) -> dict[st
             records, files = [], []
             for p, ss in stored.items():
                 for s in ss:
-                    if not s.meta.frontier.is_top and epoch_of_tick(tick(s.meta.frontier)) == epoch:
+                    if not s.meta.frontier.is_top and tick(s.meta.frontier).epoch == epoch:
                         records.append({"processor": p, **_record(s.meta)})
             for p in description["processors"]:
-                files += [_file("state", p, f) for t, _, fs in store.state_files(p) if epoch_of_tick(t) == epoch for f in fs]
+                files += [_file("state", p, f) for t, _, fs in store.state_files(p) if t.epoch == epoch for f in fs]
                 if description["processors"][p]["sink"]:
                     files += [_file("sink", p, f) for f in store.sink_commits(p).get(epoch, ())]
             for out in {o for p in description["processors"] for o in _outputs(topology, p)}:
-                files += [_file("log", out, f) for t, fs in store.logs(out).items() if epoch_of_tick(t) == epoch for f in fs]
+                files += [_file("log", out, f) for t, fs in store.logs(out).items() if t.epoch == epoch for f in fs]
             offsets = {s: store.offsets(s).get(epoch) for s, i in description["processors"].items() if i["source"]}
             if not records and not files and all(v is None for v in offsets.values()):
                 raise StorageError(
@@ -244,11 +244,11 @@ def _strict(value: Any) -> Any:
     return value
 
 
-def _time(t: object) -> str:
+def _time(t: Tick) -> str:
     """``epoch 3``, or ``epoch 3 iteration 5`` / ``epoch 3 all iterations`` in a loop."""
-    if isinstance(t, tuple):
-        return f"epoch {t[0]} " + ("all iterations" if t[1] == float("inf") else f"iteration {t[1]}")
-    return f"epoch {t}"
+    if t.step is None:
+        return f"epoch {t.epoch}"
+    return f"epoch {t.epoch} " + ("all iterations" if t.is_whole else f"iteration {t.step}")
 
 
 def _outputs(topology: Topology, processor: str) -> list[str]:

@@ -45,7 +45,6 @@ from falkirk.storage.identity import (
 )
 from falkirk.storage.identity import fork as fork_identity
 from falkirk.storage.pg_tables import MARKS, present
-from falkirk.time.ticks import epochs_done
 
 #: How long a tool waits for a sink's database (s).
 CONNECT_TIMEOUT = 5
@@ -191,7 +190,7 @@ def sink_frontiers(store: MetaStore, description: dict[str, Any]) -> dict[str, i
     if not any(stored.values()):
         return dict.fromkeys(sinks, 0)
     plan = solve(topology, {p: [s.meta for s in ss] for p, ss in stored.items()})
-    return {name: epochs_done(tick(plan.frontiers[name])) for name in sinks}
+    return {name: tick(plan.frontiers[name]).epochs_done for name in sinks}
 
 
 def resolve(storage: str, old: str, dsns: dict[str, str] | None = None, *, dry_run: bool = False) -> list[Resolution]:

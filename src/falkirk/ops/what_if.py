@@ -19,7 +19,6 @@ from falkirk.control.domains import tick, topology
 from falkirk.graph import Pipeline
 from falkirk.recovery import RollbackPlan, solve
 from falkirk.storage import MetaStore
-from falkirk.time.ticks import epochs_done
 
 
 @dataclass(frozen=True)
@@ -49,5 +48,5 @@ def what_if(pipeline: Pipeline, storage: str | Path, failed: Collection[str]) ->
         for p in topo.processors
     }
     plan = solve(topo, available)
-    redo = {name: epoch - epochs_done(tick(f)) for name, f in plan.frontiers.items() if not f.is_top}
+    redo = {name: epoch - tick(f).epochs_done for name, f in plan.frontiers.items() if not f.is_top}
     return WhatIf(epoch, plan, redo)

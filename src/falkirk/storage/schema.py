@@ -117,16 +117,18 @@ _COLUMNS = {
 
 def tick_columns(t: Tick) -> tuple[int, int]:
     """A tick as its ``(epoch, iteration)`` columns."""
-    if isinstance(t, tuple):
-        return int(t[0]), ALL_ITERATIONS if t[1] == INF else int(t[1])
-    return int(t), NO_ITERATION
+    if not isinstance(t, Tick):
+        raise TypeError(f"the metadata records ticks (falkirk.time.ticks.Tick), got {t!r}")
+    if t.step is None:
+        return t.epoch, NO_ITERATION
+    return t.epoch, ALL_ITERATIONS if t.step == INF else int(t.step)
 
 
 def column_tick(epoch: int, iteration: int) -> Tick:
     """The tick of ``(epoch, iteration)`` columns."""
     if iteration == NO_ITERATION:
-        return epoch
-    return (epoch, INF if iteration == ALL_ITERATIONS else iteration)
+        return Tick(epoch)
+    return Tick(epoch, INF if iteration == ALL_ITERATIONS else iteration)
 
 
 def read_only_uri(path: str | os.PathLike[str]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from falkirk.time.ticks import ordinal
+from falkirk.time.ticks import Tick
 
 
 def write(directory: Path, epochs: list[list[int]]) -> None:
@@ -36,6 +36,6 @@ def expected(epochs: list[list[int]]) -> pd.DataFrame:
 def expected_held(epochs: list[list[int]]) -> pd.DataFrame:
     """What ``buffer`` holds: each sum with its time's version (``_time``)."""
     rows = [
-        (total, ordinal((e, i))) for e, numbers in enumerate(epochs, start=1) for i, total in enumerate(iterations(numbers))
+        (total, Tick(e, i).ordinal) for e, numbers in enumerate(epochs, start=1) for i, total in enumerate(iterations(numbers))
     ]
     return pd.DataFrame(rows, columns=["total", "_time"]).astype("int64")

@@ -42,6 +42,7 @@ from falkirk.time.domains import (
 )
 from falkirk.time.exceptions import DomainMismatchError, TimeError
 from falkirk.time.frontier import Frontier
+from falkirk.time.ticks import SEQ_BLOCK, SEQ_LABEL, Tick
 
 
 class Projection(ABC):
@@ -81,6 +82,15 @@ class Projection(ABC):
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         """φ of a non-empty, non-⊤ frontier given by its maxima."""
 
+    def latest_message(self, t: Tick) -> Tick:
+        """The tick, in the receiver's domain, of the latest message a sender at tick
+        ``t`` may have sent on an edge with this projection (the engine's edges
+        override this; a projection without one refuses)."""
+        return self._refuse(t)
+
+    def _refuse(self, t: Tick) -> Tick:
+        raise TimeError(f"no message time for a {self.kind} edge from tick {t}")
+
     def _result(self, times: list[Time]) -> Frontier:
         maxima = self.target.maxima(times)
         if self.target.is_everything(maxima):
@@ -105,6 +115,10 @@ class Identity(Projection):
     @property
     def kind(self) -> str:
         return "identity"
+
+    def latest_message(self, t: Tick) -> Tick:
+        """The sender's own tick: the receiver shares its times."""
+        return t
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         return Frontier(self.domain, maxima)
@@ -201,6 +215,10 @@ class LoopEntry(Projection):
     def kind(self) -> str:
         return "loop_entry"
 
+    def latest_message(self, t: Tick) -> Tick:
+        """Into a loop, epoch e becomes its first iteration ``(e, 0)``."""
+        return Tick(t.epoch, 0)
+
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         return self._result([(*_as_tuple(m), INF) for m in maxima])
 
@@ -238,6 +256,11 @@ class LoopExit(Projection):
     def kind(self) -> str:
         return "loop_exit"
 
+    def latest_message(self, t: Tick) -> Tick:
+        """Out of a loop, ``(e, i)`` becomes epoch e (its iterations so far may have
+        sent rows of e)."""
+        return Tick(t.epoch) if t.stepped else self._refuse(t)
+
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         out: list[tuple[Any, ...]] = []
         for m in maxima:
@@ -272,6 +295,12 @@ class Feedback(Projection):
     @property
     def kind(self) -> str:
         return "feedback"
+
+    def latest_message(self, t: Tick) -> Tick:
+        """The back edge adds one iteration; a whole epoch stays whole."""
+        if not t.stepped:
+            return self._refuse(t)
+        return t if t.is_whole else Tick(t.epoch, int(t.step or 0) + 1)
 
     def _apply(self, maxima: tuple[Any, ...]) -> Frontier:
         return self._result([(*m[:-1], m[-1] + 1) for m in maxima])
@@ -311,6 +340,10 @@ class EpochToSeq(Projection):
     @property
     def kind(self) -> str:
         return "epoch_to_seq"
+
+    def latest_message(self, t: Tick) -> Tick:
+        """Into a sequence-number region, epoch e becomes ``(e, INF)``: all its numbers."""
+        return self._refuse(t) if t.stepped else Tick.all_of(t.epoch)
 
     def _apply(self, maxima: tuple[Time, ...]) -> Frontier:
         if self.block > 0:
@@ -355,6 +388,11 @@ class SeqToEpoch(Projection):
     @property
     def kind(self) -> str:
         return "seq_to_epoch"
+
+    def latest_message(self, t: Tick) -> Tick:
+        """Out of a region, ``(e, k)`` becomes e - 1 (the translator holds epoch e back
+        until it has every record of e) and ``(e, INF)`` becomes e."""
+        return Tick(t.epochs_done) if t.stepped else self._refuse(t)
 
     def _apply(self, maxima: tuple[Any, ...]) -> Frontier:
         seen = max((t[1] for t in maxima if t[0] == self.edge), default=None)
@@ -427,8 +465,6 @@ def projection_for(kind: str, source: Domain, target: Domain) -> Projection:
     if kind in ("epoch_to_seq", "seq_to_epoch"):
         # The engine's translators: epoch e owns the numbers ((e-1)·SEQ_BLOCK, e·SEQ_BLOCK]
         # of edge label SEQ_LABEL (falkirk.time.ticks).
-        from falkirk.time.ticks import SEQ_BLOCK, SEQ_LABEL
-
         want = (EpochDomain, SeqDomain) if kind == "epoch_to_seq" else (SeqDomain, EpochDomain)
         if not (isinstance(source, want[0]) and isinstance(target, want[1])):
             raise TimeError(f"{kind} must go from {want[0]()!r} to {want[1]()!r}, got {source!r} -> {target!r}")

@@ -11,7 +11,7 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.run_state import RunState
 from falkirk.graph import GraphError, Policy, Processor
 from falkirk.operators import Step
-from falkirk.time.ticks import Tick, epochs_done, ordinal, start_tick
+from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
 
@@ -61,15 +61,15 @@ class PolicyBehaviour:
         the epochs the chain lacks if its operator asks (a continuous eventual
         checkpoint); at the start tick, an empty state."""
         operator = state.operators[p.name]
-        if at == start_tick(state.topology.domains[p.name]):
+        if at == Tick.start(state.topology.domains[p.name]):
             operator.reset()
             return
         chain = state.store.state_files(p.name)
         for _, _, files in chain:  # damaged or partial files are found before any use
             state.verified(files)
-        operator.restore([(ordinal(t), kind, files) for t, kind, files in chain], ordinal(at))
+        operator.restore([(t.ordinal, kind, files) for t, kind, files in chain], at.ordinal)
         if operator.catch_up_from() is not None:  # an epoch processor (windows are never in loops)
-            catch_up(state, p, epochs_done(at))
+            catch_up(state, p, at.epochs_done)
 
 
 def catch_up(state: RunState, p: Processor, upto: int) -> None:
@@ -84,15 +84,15 @@ def catch_up(state: RunState, p: Processor, upto: int) -> None:
     crash_point(CrashPoint.CATCH_UP_STARTED)
     started, replayed = time.perf_counter(), 0
     for epoch in range(start + 1, upto + 1):
-        missing = [k for k, log in enumerate(logs) if epoch not in log]
+        missing = [k for k, log in enumerate(logs) if Tick(epoch) not in log]
         if missing:
             raise GraphError(
                 f"recovery of {p.name!r} needs its input log of epoch {epoch} (inputs {missing}), which is gone: "
                 "the metadata and the logs disagree; restart from a new storage root"
             )
-        inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
+        inputs = [state.read(log[Tick(epoch)], schema) for log, schema in zip(logs, schemas, strict=True)]
         operator.catch_up(Step(epoch, inputs))
-        replayed += sum(f.size for log in logs for f in log[epoch])
+        replayed += sum(f.size for log in logs for f in log[Tick(epoch)])
         crash_point(CrashPoint.CATCH_UP_EPOCH)
     state.report.caught_up.append((p.name, upto - start, replayed, time.perf_counter() - started))
     logger.info("recovery processor=%s caught up from its input log, epochs %d..%d", p.name, start + 1, upto)

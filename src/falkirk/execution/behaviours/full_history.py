@@ -11,7 +11,7 @@ from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.graph import FullHistory, Processor
 from falkirk.operators import Step
-from falkirk.time.ticks import Tick, epochs_done
+from falkirk.time.ticks import Tick
 
 logger = logging.getLogger(__name__)
 
@@ -24,15 +24,15 @@ class FullHistoryBehaviour(PolicyBehaviour):
 
     def restore(self, state: RunState, p: Processor, at: Tick) -> None:
         """Rebuild ``p``'s state by re-running its logged inputs up to ``at``'s epoch."""
-        upto = epochs_done(at)
+        upto = at.epochs_done
         operator = state.operators[p.name]
         operator.reset()
         logs = [state.store.logs(state.input_log(p, k)) for k in range(len(p.inputs))]
         schemas = [state.schemas[(i.src, i.port)] for i in p.inputs]
         for epoch in range(1, upto + 1):
-            missing = [k for k, log in enumerate(logs) if epoch not in log]
+            missing = [k for k, log in enumerate(logs) if Tick(epoch) not in log]
             if missing:
                 raise EpochInvariantError(f"the input log of {p.name!r} lacks epoch {epoch} (inputs {missing})")
-            inputs = [state.read(log[epoch], schema) for log, schema in zip(logs, schemas, strict=True)]
+            inputs = [state.read(log[Tick(epoch)], schema) for log, schema in zip(logs, schemas, strict=True)]
             operator.step(Step(epoch, inputs))
         logger.info("recovery processor=%s replayed its input history up to epoch %d", p.name, upto)
