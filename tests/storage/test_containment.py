@@ -20,9 +20,9 @@ from falkirk.storage import (
     StorageError,
     StoredFile,
 )
+from falkirk.storage.batch import CommitBatch
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import safe_relative, within
-from falkirk.storage.metastore import CommitBatch
 from falkirk.storage.schema import with_crc
 from falkirk.time.ticks import Tick
 

@@ -11,8 +11,8 @@ import pytest
 
 from falkirk.cli import main as cli
 from falkirk.storage import CorruptStorageError, LocalFileSystem, MetaStore
+from falkirk.storage.batch import CommitBatch
 from falkirk.storage.evidence import COMMITTED_MARK, check_metadata, committed_evidence
-from falkirk.storage.metastore import CommitBatch
 
 
 def check(root: Path) -> None:

@@ -53,8 +53,6 @@ from falkirk.execution.changes import check_unchanged, record_signatures, signat
 from falkirk.execution.checks import (
     check_pair_sinks,
     check_replicas,
-    check_spelling,
-    local_root,
     recorded_facts,
     set_up_operators,
     written_places,
@@ -75,16 +73,13 @@ from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
+from falkirk.runtime.root import StorageRoot
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
-from falkirk.storage import MetaStore, RootLock, StorageFullError
-from falkirk.storage.evidence import check_metadata
-from falkirk.storage.filesystem import filesystem_for, is_uri
+from falkirk.storage import StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity, establish
-from falkirk.storage.published import PublishedMetadata, default_metadata_dir
-from falkirk.storage.schema import DB_NAME
 
 if TYPE_CHECKING:
     from falkirk.observe.dashboard import Dashboard
@@ -137,7 +132,9 @@ class Engine:
         self.replicas = replicas
         check_replicas(pipeline, self.spark.sparkContext.master or "local", replicas)
         self.spark.conf.set(REPLICAS_CONF, str(replicas))
-        self.fs, self.root = filesystem_for(storage, self.spark)
+        #: The storage root: where state and metadata live, and holding it (:mod:`falkirk.runtime.root`).
+        self.storage = StorageRoot(storage, self.spark, metadata_dir=metadata_dir, lease_timeout=lease_timeout)
+        self.fs, self.root, self.meta_dir = self.storage.fs, self.storage.root, self.storage.meta_dir
         #: What names the run's external writes (prepared transactions): the root's
         #: identity, recorded in its metadata (:mod:`falkirk.storage.identity`); known
         #: once the run holds the root.
@@ -153,20 +150,6 @@ class Engine:
             self._pair_at = (pair, pair_name or pipeline.name)
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
-        self.published: PublishedMetadata | None = None
-        if is_uri(self.root):
-            self.meta_dir = Path(metadata_dir or default_metadata_dir(self.root)).absolute()
-            self.published = PublishedMetadata(
-                self.fs,
-                self.root,
-                self.meta_dir,
-                DB_NAME,
-                before_publish=lambda: crash_point(CrashPoint.META_UPLOADED),
-                lease_interval=lease_timeout / 5,
-                lease_timeout=lease_timeout,
-            )
-        else:
-            self.meta_dir = Path(self.root)
         self.on_epoch = on_epoch
         self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
@@ -264,30 +247,15 @@ class Engine:
                 self.dashboard.stop()
 
     def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
-        # The metadata directory's lock, and for a file: URI root the lock of the
-        # directory it names too: the same root spelled as a path is held by it.
-        locks = [RootLock(d) for d in dict.fromkeys([self.meta_dir, *filter(None, [local_root(self.root)])])]
         if standby:
             self._set_up()
             if on_standby is not None:
                 on_standby()
-        held: list[RootLock] = []
-        try:
-            for lock in locks:
-                lock.acquire(wait=standby)
-                held.append(lock)
-            if self.published is not None:
-                self.published.acquire(wait=standby)
+        with self.storage.held(wait=standby):
             try:
                 self._run_recovering(schedule)
             finally:
-                if self.pair is not None:
-                    self.pair.leave()
-                if self.published is not None:
-                    self.published.release()
-        finally:
-            for lock in held:
-                lock.release()
+                self._leave_pair()
         return self.report
 
     def _run_recovering(self, schedule: _Schedule) -> None:
@@ -313,9 +281,6 @@ class Engine:
         if self.pair is not None:
             self.pair.leave()
 
-    def _check_spelling(self) -> None:
-        check_spelling(self.root, uri_root=self.published is not None)
-
     @property
     def state(self) -> RunState:
         """The current (or last) run's explicit state (see :mod:`falkirk.execution.run_state`)."""
@@ -338,25 +303,15 @@ class Engine:
 
     def _run(self, schedule: _Schedule) -> None:
         """Run while holding the storage root (see :meth:`run`)."""
-        self._check_spelling()
-        if self.published is not None:
-            self.published.fetch()
-        check_metadata(self.fs, self.root, self.meta_dir, local=self.published is None)
+        self.storage.check()
         paired = self._join_pair() if self._pair_at is not None else None
-        store = MetaStore(
-            self.meta_dir,
-            fs=self.fs,
-            on_commit=self.published.publish if self.published is not None else None,
-            root=self.root,
-        )
+        store = self.storage.open()
         pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-epoch")
         writers = ThreadPoolExecutor(2 * self.max_in_flight, thread_name_prefix="falkirk-write")
         rounds = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix="falkirk-round")
         operators: dict[str, Operator] = {}
         loops: LoopStage | None = None
         try:
-            if self.published is not None:  # before anything is deleted: see published.py
-                self.published.claim(store.connection)
             operators, schemas = self._set_up()
             signed = signatures(operators)
             check_unchanged(store, self.pipeline, signed)  # before anything is read or written

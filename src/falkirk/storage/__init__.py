@@ -6,6 +6,7 @@ the metadata that makes them visible, atomically and only once they are durable.
 
 from __future__ import annotations
 
+from falkirk.storage.batch import CommitBatch, Forget, StoredCheckpoint
 from falkirk.storage.exceptions import (
     CorruptStorageError,
     StorageError,
@@ -21,13 +22,7 @@ from falkirk.storage.filesystem import (
     verify_files,
 )
 from falkirk.storage.lock import RootLock
-from falkirk.storage.metastore import (
-    CommitBatch,
-    Forget,
-    MetaStore,
-    StoredCheckpoint,
-    make_durable,
-)
+from falkirk.storage.metastore import MetaStore, make_durable
 
 __all__ = [
     "CommitBatch",

@@ -31,11 +31,11 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from falkirk.recovery import CheckpointMeta, Topology, checkpoint_from_json, checkpoint_to_json
+from falkirk.recovery import Topology, checkpoint_from_json, checkpoint_to_json
+from falkirk.storage.batch import CommitBatch, Forget, StoredCheckpoint
 from falkirk.storage.evidence import COMMITTED_MARK
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import (
@@ -61,78 +61,8 @@ from falkirk.storage.schema import (
     with_crc,
 )
 from falkirk.storage.upgrade import backfill_sink_ranges, has_column, upgrade
-from falkirk.time import Frontier, frontier_to_json
+from falkirk.time import frontier_to_json
 from falkirk.time.ticks import Tick
-
-
-@dataclass(frozen=True, eq=False)
-class StoredCheckpoint:
-    """A committed checkpoint: its metadata and the files holding S(p, f) and L(e, f)."""
-
-    meta: CheckpointMeta
-    files: tuple[StoredFile, ...]
-
-
-@dataclass
-class Forget:
-    """Records to forget in one transaction: garbage below the low-watermarks, or
-    work a rollback undoes. Forgetting a log or checkpoint returns its files, to be
-    deleted once the transaction is durable; a sink commit's files belong to the
-    sink's table and stay."""
-
-    #: (edge, tick) of logs and (processor, tick) of state files.
-    logs: list[tuple[str, Tick]] = field(default_factory=list)
-    state: list[tuple[str, Tick]] = field(default_factory=list)
-    checkpoints: list[tuple[str, Frontier]] = field(default_factory=list)
-    sinks: list[tuple[str, int]] = field(default_factory=list)
-    #: source -> epoch: offsets of epochs up to it, except the source's latest
-    #: non-empty offsets (its position, from which the next epoch is planned).
-    offsets_upto: dict[str, int] = field(default_factory=dict)
-    #: sink -> epoch: a rollback took the sink's committed epochs after it back (its
-    #: committed range ends there; pruning ``sinks`` below a low-watermark does not
-    #: shorten the range).
-    sink_rollbacks: dict[str, int] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.logs or self.state or self.checkpoints or self.sinks or self.offsets_upto or self.sink_rollbacks
-        )
-
-    def merge(self, other: Forget) -> None:
-        """Add ``other``'s records to these."""
-        self.logs += [k for k in other.logs if k not in self.logs]
-        self.state += [k for k in other.state if k not in self.state]
-        self.checkpoints += [k for k in other.checkpoints if k not in self.checkpoints]
-        self.sinks += [k for k in other.sinks if k not in self.sinks]
-        for source, upto in other.offsets_upto.items():
-            self.offsets_upto[source] = max(upto, self.offsets_upto.get(source, upto))
-        for sink, epoch in other.sink_rollbacks.items():
-            self.sink_rollbacks[sink] = min(epoch, self.sink_rollbacks.get(sink, epoch))
-
-
-@dataclass
-class CommitBatch:
-    """Everything one atomic commit records (all lists may be empty)."""
-
-    checkpoints: list[tuple[CheckpointMeta, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (source, epoch, offsets): the source's JSON object, or None when the source
-    #: had nothing new for the epoch.
-    offsets: list[tuple[str, int, Any]] = field(default_factory=list)
-    sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (edge, tick, files) of logged messages (the sender's tick: an epoch, or
-    #: ``(epoch, iteration)`` in a loop).
-    logs: list[tuple[str, Tick, Sequence[StoredFile]]] = field(default_factory=list)
-    #: (processor, tick, kind, files) of keyed-state checkpoints; the kind as persisted,
-    #: ``str()`` of a :class:`falkirk.recovery.chain.ChainKind` (``"base"``,
-    #: ``"delta"`` or ``"cec:T"``).
-    state: list[tuple[str, Tick, str, Sequence[StoredFile]]] = field(default_factory=list)
-    #: Records forgotten in the same transaction.
-    forget: Forget = field(default_factory=Forget)
-    #: The epoch this commit completes (None: a commit of records only, e.g. a rollback's).
-    epoch: int | None = None
-    #: The epoch that ends the input (planned by ``Engine.run(finish=True)``): recorded
-    #: once, never forgotten, so a replay of that epoch is final again.
-    end_of_input: int | None = None
 
 
 def make_durable(paths: Iterable[str | os.PathLike[str]]) -> list[StoredFile]:
