@@ -107,6 +107,10 @@ class RecoveryCoordinator:
         self.report.executor_losses.append(work.epoch)
         return discarded
 
+    def new_run(self) -> None:
+        """A call of :meth:`Engine.run` begins: in-process restarts are counted per run."""
+        self.restarts = 0
+
     def committed(self) -> None:
         """An epoch committed: the losses counted so far were recovered."""
         self.losses = 0

@@ -167,6 +167,12 @@ class Pipeline:
             raise GraphError(f"processor {name!r} is defined twice; give each processor its own name")
         if not isinstance(spec, OperatorSpec):
             raise GraphError(f"processor {name!r}: expected an operator spec, got {spec!r}")
+        for port in (*spec.ports, *spec.optional_ports):
+            if not _NAME.fullmatch(port):  # edge names (EdgeId) are recorded in the metadata
+                raise GraphError(
+                    f"processor {name!r}: its {type(spec).__name__} declares output port {port!r}; "
+                    "name ports with letters, digits and underscores, starting with a letter"
+                )
         if not isinstance(spec, FeedbackSpec):  # a feedback gets its input later (connect)
             spec.check_arity(name, len(inputs))
         outs = {out_scope(self.processors[i.processor].spec, self.processors[i.processor].region) for i in inputs if i.processor in self.processors}

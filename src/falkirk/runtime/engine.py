@@ -262,6 +262,7 @@ class Engine:
         """Run until done; a run that a lost executor ended is run again in this
         driver when the coordinator says so (its path 4), recovering from the
         committed metadata as a restarted driver would."""
+        self.recovery.new_run()
         while True:
             before = len(self.report.epochs)
             try:
@@ -429,8 +430,8 @@ class Engine:
                     raise
                 if run.admission.admitted or any(run.loops.flights.values()):
                     raise EngineInvariantError(f"epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from exc
-                planned -= self.recovery.executor_lost(state, runner, work, inflight, self._failed, exc)
-                self._failed = set()
+                injected, self._failed = self._failed, set()  # cleared first: a loss in the rollback must not leave them armed
+                planned -= self.recovery.executor_lost(state, runner, work, inflight, injected, exc)
                 epoch = min(state.frontier.values()) + 1
                 continue
             self.recovery.committed()
