@@ -58,16 +58,17 @@ need ``psycopg`` installed (``pip install 'falkirk[services]'``).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from falkirk.io.exceptions import SinkError
+from falkirk.io.pg_connection import connect, psycopg_module, retrying
+from falkirk.io.pg_writer import partition_writer
 from falkirk.redact import check_dsn, redact_dsn, where_dsn
 from falkirk.storage import StoredFile
 from falkirk.storage.identity import lease_key, transaction_prefix
@@ -90,23 +91,10 @@ _PG_TYPES: dict[type[T.DataType], str] = {
     T.DecimalType: "numeric",
     T.BinaryType: "bytea",
 }
-#: Rows per INSERT statement (one array per column).
-BATCH = 5000
 #: Epochs of a sink whose "written" mark is kept after their commit (a late write of
 #: an older epoch than this is not expected: it would come from a task that ran on
 #: for that many epochs after its driver died).
 KEPT_EPOCHS = 1000
-
-_T = TypeVar("_T")
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise SinkError("PostgresSink needs psycopg 3: pip install 'falkirk[services]'") from exc
-    return psycopg
-
 
 @dataclass
 class PostgresSink:
@@ -176,13 +164,13 @@ class PostgresSink:
         design (their egress decides who writes) and take none."""
         if shared or self._lease is not None:
             return
-        psycopg = _psycopg()
-        conn = _connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds)
+        psycopg = psycopg_module()
+        conn = connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds)
         if not conn.execute("SELECT pg_try_advisory_lock(%s)", (lease_key(self._prefix),)).fetchone()[0]:
             conn.close()
             raise SinkError(
                 f"PostgresSink({self.table!r}): another driver is running storage root identity "
-                f"{self._prefix.split(':')[1]} against PostgreSQL at {_where(self.dsn)} (it holds the root's "
+                f"{self._prefix.split(':')[1]} against PostgreSQL at {where_dsn(self.dsn)} (it holds the root's "
                 "lease there). A copy of a storage root is a restore, not a fork: run one copy at a time, or "
                 "give the copy an identity of its own with `falkirk fork ROOT` (its sinks still write to the "
                 "same tables)."
@@ -200,7 +188,7 @@ class PostgresSink:
         connection lost it; it is taken again unless another driver has it now)."""
         if self._lease is None:
             return
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         try:
             self._lease.execute("SELECT 1")
             return
@@ -211,17 +199,17 @@ class PostgresSink:
     def prepare(self, empty: DataFrame) -> None:
         """Check the server allows prepared transactions; create the table if absent
         (else check it has the input's columns)."""
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         schema = self._stamp(empty, 0).schema
         columns = [(f.name, _pg_type(f, self.table)) for f in schema.fields]
         missing = [k for k in self.key if k not in schema.fieldNames()]
         if missing:
             raise SinkError(f"PostgresSink({self.table!r}): key columns {missing} are not in the input {schema.fieldNames()}")
-        with _connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds) as conn:
+        with connect(psycopg, self.dsn, autocommit=True, retry_seconds=self.retry_seconds) as conn:
             allowed = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if allowed <= 0:
                 raise SinkError(
-                    f"PostgreSQL at {_where(self.dsn)} has max_prepared_transactions = 0, so it cannot "
+                    f"PostgreSQL at {where_dsn(self.dsn)} has max_prepared_transactions = 0, so it cannot "
                     "prepare an epoch's transaction (two-phase commit). Set max_prepared_transactions "
                     "to at least 2 x the number of PostgresSinks writing to it (e.g. 64) in "
                     "postgresql.conf and restart the server."
@@ -264,9 +252,9 @@ class PostgresSink:
         if not self._prefix:
             raise SinkError("internal: PostgresSink.pre_commit before bind()")
         stamped = self._stamp(df, epoch)
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         statement = self._insert(psycopg, stamped.schema).as_string(None)
-        write = _partition_writer(
+        write = partition_writer(
             self.dsn, self._prefix, epoch, statement, len(stamped.columns), self.lock_timeout, self.table, self.retry_seconds
         )
         stamped.coalesce(1).foreachPartition(write)
@@ -290,41 +278,41 @@ class PostgresSink:
         self._finish(lambda e: e > epoch, "ROLLBACK PREPARED", vanished_ok=True)
 
     def _move_legacy_marks(self) -> None:
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
 
         def move() -> None:
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn, conn.transaction():
                 move_legacy(conn, MARKS, ("prefix", self._prefix))
             self._legacy_marks = False
 
-        _retrying(psycopg, move, self.retry_seconds, f"PostgresSink({self.table!r}): moving written marks")
+        retrying(psycopg, move, self.retry_seconds, f"PostgresSink({self.table!r}): moving written marks")
 
     def _forget_marks(self, condition: str, epoch: int) -> None:
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
 
         def forget() -> None:
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
                 conn.execute(f"DELETE FROM {MARKS.qualified} WHERE prefix = %s AND {condition}", (self._prefix, epoch))
 
-        _retrying(psycopg, forget, self.retry_seconds, f"PostgresSink({self.table!r}): forgetting written marks")
+        retrying(psycopg, forget, self.retry_seconds, f"PostgresSink({self.table!r}): forgetting written marks")
 
     def prepared(self) -> list[int]:
         """The epochs of this sink prepared and not yet committed or rolled back."""
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
 
         def listed() -> list[int]:
             with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10, **keepalive_options(self.dsn)) as conn:
                 return sorted(self._epochs(conn))
 
-        return _retrying(psycopg, listed, self.retry_seconds, f"PostgresSink({self.table!r}): listing prepared epochs")
+        return retrying(psycopg, listed, self.retry_seconds, f"PostgresSink({self.table!r}): listing prepared epochs")
 
     # -- details ---------------------------------------------------------------------
 
     def _finish(self, chosen: Callable[[int], bool], verb: str, *, vanished_ok: bool) -> None:
         """``verb`` every prepared epoch ``chosen`` picks; after a lost connection,
         listed again (an epoch finished before the loss is no longer prepared)."""
-        psycopg = _psycopg()
-        _retrying(
+        psycopg = psycopg_module()
+        retrying(
             psycopg,
             lambda: self._finish_once(psycopg, chosen, verb, vanished_ok=vanished_ok),
             self.retry_seconds,
@@ -404,120 +392,3 @@ def _pg_type(f: T.StructField, table: str) -> str:
     raise SinkError(f"PostgresSink({table!r}): column {f.name!r} has type {f.dataType.simpleString()}, which it cannot write; cast it")
 
 
-def _where(dsn: str) -> str:
-    return where_dsn(dsn)
-
-
-
-
-#: SQLSTATEs of a server going away or not accepting connections yet (besides class
-#: 08, connection exceptions): admin, crash and "cannot connect now" shutdowns.
-_GONE = ("57P01", "57P02", "57P03")
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lost or refused connection (worth retrying), not an error
-    the same statement would meet again (a limit, a full disk, a cancelled query)."""
-    state = getattr(exc, "sqlstate", None)
-    return state is None or state.startswith("08") or state in _GONE
-
-
-def _retrying(psycopg: Any, attempt: Callable[[], _T], retry_seconds: float, what: str) -> _T:
-    """``attempt()``, run again with backoff while it fails with a lost or refused
-    connection, for at most ``retry_seconds``; any other error is raised at once.
-    Every attempt must be safe to repeat after a connection lost at any point."""
-    deadline = time.monotonic() + retry_seconds
-    pause = 0.1
-    while True:
-        try:
-            return attempt()
-        except psycopg.OperationalError as exc:
-            if not _connection_lost(exc):
-                raise SinkError(f"{what}: PostgreSQL refused it (SQLSTATE {exc.sqlstate}): {exc}".strip()) from exc
-            if time.monotonic() + pause > deadline:
-                raise SinkError(
-                    f"{what}: PostgreSQL kept failing for {retry_seconds:.0f} s (a larger retry_seconds= "
-                    f"waits longer for it to come back): {exc}".strip()
-                ) from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-
-def _connect(psycopg: Any, dsn: str, autocommit: bool, retry_seconds: float = 0.0) -> Any:
-    """A connection, retried for ``retry_seconds`` while the server refuses it."""
-    return _retrying(
-        psycopg,
-        lambda: psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10, **keepalive_options(dsn)),
-        retry_seconds,
-        f"cannot connect to PostgreSQL at {_where(dsn)}",
-    )
-
-
-def _partition_writer(
-    dsn: str, prefix: str, epoch: int, statement: str, width: int, lock_timeout: float, table: str, retry_seconds: float
-) -> Callable[[Iterator[Row]], None]:
-    """The function a Spark task runs: the epoch's rows in one transaction, prepared
-    as ``prefix + epoch`` (nothing if it is prepared already: a retried task, or a
-    connection lost after the server prepared it; nothing either if it was committed
-    before: its mark in ``falkirk.sink_epochs`` says so). A connection lost before the
-    prepare loses the unprepared transaction on the server, so it is written again."""
-    gid = f"{prefix}{epoch}"
-
-    def write(rows: Iterator[Row]) -> None:
-        import psycopg
-
-        held = [tuple(row) for row in rows]
-        _retrying(psycopg, lambda: _write_prepared(psycopg, held), retry_seconds, f"PostgresSink({table!r}) epoch {epoch}")
-
-    def _write_prepared(psycopg: Any, held: list[tuple[Any, ...]]) -> None:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10, **keepalive_options(dsn))
-        try:
-            if conn.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s AND database = current_database()", (gid,)).fetchone():
-                return
-            conn.autocommit = False
-            conn.tpc_begin(gid)
-            conn.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout * 1000)}ms'")
-            try:
-                marked = conn.execute(
-                    f"INSERT INTO {MARKS.qualified} (prefix, epoch) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                    (prefix, epoch),
-                ).fetchone()
-            except psycopg.errors.LockNotAvailable as exc:
-                conn.tpc_rollback()
-                raise SinkError(
-                    f"PostgresSink({table!r}) epoch {epoch}: another session is writing this epoch and did not "
-                    f"finish within {lock_timeout:.0f} s (a writer whose host stopped answering is dropped by "
-                    "the server within seconds; one that is alive but stuck holds it)"
-                ) from exc
-            if marked is None:  # committed before: a late write (its driver was killed)
-                conn.tpc_rollback()
-                return
-            try:
-                for start in range(0, len(held), BATCH):
-                    _insert(conn, statement, held[start : start + BATCH], width)
-                conn.tpc_prepare()
-            except psycopg.errors.LockNotAvailable as exc:
-                conn.tpc_rollback()
-                raise SinkError(
-                    f"PostgresSink({table!r}) epoch {epoch}: rows are locked by an earlier epoch's "
-                    f"prepared transaction that was not released within {lock_timeout:.0f} s. An upserted "
-                    "epoch is released only when no rollback can retract it; give every processor above "
-                    "the sink a policy that lets it roll back to each epoch (EagerCheckpoint or "
-                    "LogOutputs on the processor feeding the sink; GlobalCheckpoints(every=1)), or "
-                    "write in mode='append'."
-                ) from exc
-            except psycopg.errors.CardinalityViolation as exc:
-                conn.tpc_rollback()
-                raise SinkError(
-                    f"PostgresSink({table!r}) epoch {epoch}: a key appears twice in one epoch's rows; "
-                    "an upsert sink needs one row per key per epoch (aggregate or deduplicate first)"
-                ) from exc
-        finally:
-            conn.close()  # after tpc_prepare(): the transaction stays prepared
-
-    return write
-
-
-def _insert(conn: Any, statement: str, batch: list[tuple[Any, ...]], width: int) -> None:
-    columns = [list(c) for c in zip(*batch)] if batch else [[] for _ in range(width)]
-    conn.execute(statement, columns)
