@@ -43,10 +43,10 @@ from falkirk.storage.filesystem import (
     LocalFileSystem,
     StoredFile,
     is_uri,
-    safe_relative,
 )
 from falkirk.storage.full import Place, storage_full_error
 from falkirk.storage.permissions import private_dir, restrict
+from falkirk.storage.recorded_paths import RecordedPaths
 from falkirk.storage.schema import (
     _COLUMNS,
     _SCHEMA,
@@ -97,6 +97,8 @@ class MetaStore:
         self._on_commit = on_commit
         self.root = (root or str(Path(directory).absolute())).rstrip("/")
         self.path = Path(directory) / DB_NAME
+        #: How file paths are recorded: relative to the root, and never read outside it.
+        self._paths = RecordedPaths(self.root, self.fs, self.path)
         self._marked = False
         try:
             with self._full_disk():
@@ -192,15 +194,15 @@ class MetaStore:
                 meta.processor,
                 json.dumps(frontier_to_json(meta.frontier)),
                 json.dumps(checkpoint_to_json(meta)),
-                self._files_json(files),
+                self._paths.to_json(files),
                 now,
             )
             for meta, files in batch.checkpoints
         ]
         rows_off = [with_crc(s, e, json.dumps(o)) for s, e, o in batch.offsets]
-        rows_sink = [with_crc(s, e, self._files_json(f)) for s, e, f in batch.sink_commits]
-        rows_logs = [with_crc(edge, *tick_columns(t), self._files_json(f)) for edge, t, f in batch.logs]
-        rows_state = [with_crc(p, *tick_columns(t), kind, self._files_json(f)) for p, t, kind, f in batch.state]
+        rows_sink = [with_crc(s, e, self._paths.to_json(f)) for s, e, f in batch.sink_commits]
+        rows_logs = [with_crc(edge, *tick_columns(t), self._paths.to_json(f)) for edge, t, f in batch.logs]
+        rows_state = [with_crc(p, *tick_columns(t), kind, self._paths.to_json(f)) for p, t, kind, f in batch.state]
         with self._full_disk():  # outside: the transaction is rolled back first
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -369,7 +371,7 @@ class MetaStore:
             where = " AND ".join(f"{c} = ?" for c in key_cols)
             for key in keys:
                 for row in self._select(table, where, key):
-                    files.extend(self._files_from_json(row["files"], table))
+                    files.extend(self._paths.from_json(row["files"], table))
                 self._db.execute(f"DELETE FROM {table} WHERE {where}", key)
         self._db.executemany("DELETE FROM sink_commits WHERE sink = ? AND epoch = ?", forget.sinks)
         for sink, epoch in forget.sink_rollbacks.items():
@@ -429,7 +431,7 @@ class MetaStore:
                     "them or a fresh storage root"
                 )
             meta = checkpoint_from_json(topology, json.loads(row["record"]))
-            result[processor].append(StoredCheckpoint(meta, tuple(self._files_from_json(row["files"], "checkpoints"))))
+            result[processor].append(StoredCheckpoint(meta, tuple(self._paths.from_json(row["files"], "checkpoints"))))
         # Commit order is usually frontier order; sort by how many frontiers lie below
         # (a chain's order) so that out-of-order commits are listed correctly too.
         return {p: _chain_order(items) for p, items in result.items()}
@@ -449,13 +451,13 @@ class MetaStore:
     def sink_commits(self, sink: str) -> dict[int, tuple[StoredFile, ...]]:
         """Committed epochs of ``sink`` still kept, with their files."""
         rows = self._select("sink_commits", "sink = ?", (sink,), "epoch")
-        return {row["epoch"]: tuple(self._files_from_json(row["files"], "sink_commits")) for row in rows}
+        return {row["epoch"]: tuple(self._paths.from_json(row["files"], "sink_commits")) for row in rows}
 
     def logs(self, edge: str) -> dict[Tick, tuple[StoredFile, ...]]:
         """Committed message logs of ``edge`` per tick of its sender, in order (an
         epoch, or ``(epoch, iteration)`` in a loop; verify the files before use)."""
         rows = self._select("message_logs", "edge = ?", (edge,), "epoch, iteration")
-        return {column_tick(row["epoch"], row["iteration"]): tuple(self._files_from_json(row["files"], "message_logs")) for row in rows}
+        return {column_tick(row["epoch"], row["iteration"]): tuple(self._paths.from_json(row["files"], "message_logs")) for row in rows}
 
     def log_epochs(self, edge: str) -> list[Tick]:
         """The ticks of ``edge`` with a committed log, in order."""
@@ -466,7 +468,7 @@ class MetaStore:
         oldest first (verify the files before use)."""
         rows = self._select("state_files", "processor = ?", (processor,), "epoch, iteration")
         return [
-            (column_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._files_from_json(row["files"], "state_files")))
+            (column_tick(row["epoch"], row["iteration"]), row["kind"], tuple(self._paths.from_json(row["files"], "state_files")))
             for row in rows
         ]
 
@@ -485,42 +487,8 @@ class MetaStore:
         found: list[StoredFile] = []
         for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
             for row in self._select(table):
-                found.extend(self._files_from_json(row["files"], table))
+                found.extend(self._paths.from_json(row["files"], table))
         return found
-
-    # -- paths --------------------------------------------------------------------------
-
-    def _files_json(self, files: Sequence[StoredFile]) -> str:
-        return json.dumps([[self._relative(f.path), f.size, f.sha256] for f in files])
-
-    def _files_from_json(self, raw: str, table: str) -> list[StoredFile]:
-        return [StoredFile(self._absolute(path, table), size, digest) for path, size, digest in json.loads(raw)]
-
-    def _relative(self, path: str) -> str:
-        if path.startswith(self.root + "/"):
-            return "@root/" + path[len(self.root) + 1 :]
-        return path
-
-    def _absolute(self, path: str, table: str) -> str:
-        """A recorded path as the file system spells it: under the root for
-        ``@root/...`` (which must stay below it: no ``..``). Only a sink's files
-        (``sink_commits``) may lie outside the root, as recorded (a sink's table is
-        where its user put it); a checkpoint, log or state file named outside the
-        root (by damage, or by someone who wrote the metadata) is refused, never read,
-        copied or deleted."""
-        rel: str | None = None
-        if path.startswith("@root/"):
-            rel = path[len("@root/") :]
-        elif path.startswith(self.root + "/"):  # written before paths were relative
-            rel = path[len(self.root) + 1 :]
-        elif table == "sink_commits":
-            return path
-        if rel is None or not safe_relative(rel):
-            raise CorruptStorageError(
-                f"metadata {self.path} names {path!r} in {table}, a file outside its storage root; it is not used. "
-                "Restore the storage root from a backup, or start with a fresh one."
-            )
-        return self.fs.join(self.root, rel)
 
 
 def _chain_order(items: list[StoredCheckpoint]) -> list[StoredCheckpoint]:
