@@ -16,10 +16,12 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from falkirk.control.faults import CrashPoint, crash_point
+from falkirk.execution.checks import recorded_facts
 from falkirk.graph import GraphError
 from falkirk.storage import MetaStore, StoredFile
 from falkirk.storage.catchup import copy_root
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri
+from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity
 from falkirk.storage.pairs import PairStore
 from falkirk.storage.schema import DB_NAME
 
@@ -66,3 +68,30 @@ def join_pair(pair: PairStore, meta_dir: Path, fs: FileSystem, root: str, spark:
     src_fs, src_root = filesystem_for(best.root, spark)
     copy_root(src_fs, src_root, fs, root, meta_dir)
     return best.root
+
+
+def join_member(
+    dsn: str, name: str, pipeline: str, meta_dir: Path, fs: FileSystem, root: str, spark: SparkSession
+) -> tuple[Pair, RootIdentity, str | None]:
+    """Join driver pair ``name`` in the database ``dsn`` as the member whose root is
+    ``root`` (catching up from the other member's root if this one has nothing
+    committed, :func:`join_pair`): the pair, the identity its members share, and the
+    root copied from, if any. The member keeps the name it first joined under,
+    recorded in its root, however the root is reached now. A root written under
+    another identity is refused before joining, leaving no trace."""
+    facts = recorded_facts(meta_dir, fs, root)
+    pair = Pair(dsn, name, facts.get(PAIR_MEMBER) or root)
+    identity = RootIdentity.of_pair(pipeline, pair.pair_id())
+    known = facts.get(IDENTITY)
+    if known is not None and known != identity.value:
+        raise IdentityError(
+            f"this storage root was written under identity {known}, not {identity}: a driver pair's "
+            "members need roots of their own pair (start a member on a fresh root: it catches up from the "
+            "other), and a lone driver a root no pair used"
+        )
+    try:
+        copied = join_pair(pair, meta_dir, fs, root, spark)
+    except BaseException:
+        pair.leave()  # a failed catch-up gives up the lease it took
+        raise
+    return pair, identity, copied

@@ -53,7 +53,6 @@ from falkirk.execution.changes import check_unchanged, record_signatures, signat
 from falkirk.execution.checks import (
     check_pair_sinks,
     check_replicas,
-    recorded_facts,
     set_up_operators,
     written_places,
 )
@@ -63,7 +62,7 @@ from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.loop_stage import LoopStage
 from falkirk.execution.observer import Observer, telemetry_for
-from falkirk.execution.pairing import Pair, join_pair
+from falkirk.execution.pairing import Pair, join_member
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
@@ -79,7 +78,7 @@ from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
 from falkirk.storage import StorageFullError
 from falkirk.storage.full import storage_full_error
-from falkirk.storage.identity import IDENTITY, PAIR_MEMBER, IdentityError, RootIdentity, establish
+from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
 
 if TYPE_CHECKING:
     from falkirk.observe.dashboard import Dashboard
@@ -367,23 +366,10 @@ class Engine:
             store.close()
 
     def _join_pair(self) -> RootIdentity:
-        """Join the driver pair (catching up from the other member's root if this
-        one has nothing committed): the identity the pair's members share. The
-        member keeps the name it first joined under, recorded in its root, however
-        the root is reached now."""
+        """Join the driver pair (see :func:`~falkirk.execution.pairing.join_member`):
+        the identity the pair's members share."""
         assert self._pair_at is not None
-        dsn, name = self._pair_at
-        facts = recorded_facts(self.meta_dir, self.fs, self.root)
-        self.pair = Pair(dsn, name, facts.get(PAIR_MEMBER) or self.root)
-        identity = RootIdentity.of_pair(self.pipeline.name, self.pair.pair_id())
-        known = facts.get(IDENTITY)
-        if known is not None and known != identity.value:  # before joining: refuse without a trace
-            raise IdentityError(
-                f"this storage root was written under identity {known}, not {identity}: a driver pair's "
-                "members need roots of their own pair (start a member on a fresh root: it catches up from the "
-                "other), and a lone driver a root no pair used"
-            )
-        copied = join_pair(self.pair, self.meta_dir, self.fs, self.root, self.spark)
+        self.pair, identity, copied = join_member(*self._pair_at, self.pipeline.name, self.meta_dir, self.fs, self.root, self.spark)
         self.report.caught_up_from = copied or self.report.caught_up_from
         return identity
 
