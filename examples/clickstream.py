@@ -29,7 +29,7 @@ from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.graph import GlobalCheckpoints
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunAbandoned, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,11 +57,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
             engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1, pair=args.pair)
-            engine.run()
+            report = engine.run()
     except FalkirkError as exc:
         print(f"clickstream: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except RunAbandoned as exc:
+        print(f"clickstream: {exc}", file=sys.stderr)
+        return exit_code(exc.signal_name)
+    return exit_code(report.stopped)
 
 
 if __name__ == "__main__":

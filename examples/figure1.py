@@ -25,7 +25,7 @@ import sys
 from falkirk.demo.figure1 import build_pipeline, explain
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunAbandoned, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,14 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pipeline = build_pipeline(args.links, args.queries, args.responses, args.stats, args.rejected, batch_every=args.batch_every)
         with Progress("figure1", live=None if args.progress else False) as progress:
-            Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None).run()
+            report = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None).run()
         if args.explain:
             for regime, lines in explain(pipeline, args.storage).items():
                 print(f"a failure in the {regime} regime: " + "\n".join(lines))
     except FalkirkError as exc:
         print(f"figure1: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except RunAbandoned as exc:
+        print(f"figure1: {exc}", file=sys.stderr)
+        return exit_code(exc.signal_name)
+    return exit_code(report.stopped)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 from falkirk.demo.orders import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunAbandoned, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         with Progress("orders", live=None if args.progress else False) as progress:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui).run()
+            report = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui).run()
     except FalkirkError as exc:
         print(f"orders: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except RunAbandoned as exc:
+        print(f"orders: {exc}", file=sys.stderr)
+        return exit_code(exc.signal_name)
+    return exit_code(report.stopped)
 
 
 if __name__ == "__main__":

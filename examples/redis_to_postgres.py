@@ -31,7 +31,7 @@ import sys
 from falkirk.demo.redis_postgres import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunAbandoned, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,11 +59,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.progress:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
             engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, pair=args.pair, pair_name=args.pair_name)
-            engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
+            report = engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
     except FalkirkError as exc:
         print(f"redis_to_postgres: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except RunAbandoned as exc:
+        print(f"redis_to_postgres: {exc}", file=sys.stderr)
+        return exit_code(exc.signal_name)
+    return exit_code(report.stopped)
 
 
 if __name__ == "__main__":

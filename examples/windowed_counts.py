@@ -26,7 +26,7 @@ import sys
 from falkirk.demo.windowed import CEC_REPLAY_TARGET, build_pipeline, policy_named, shape_of
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine
+from falkirk.runtime import Engine, RunAbandoned, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = build_pipeline(args.input, args.output, shape, args.watermark_delay, policy_named(args.policy, args.replay_target, args.extent_target))
         with Progress("windowed_counts", live=None if args.progress else False) as progress:
             engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None)
-            engine.run(finish=True)
+            report = engine.run(finish=True)
         counts = engine.state.operators["counts"].describe()  # type: ignore[attr-defined]
         print(
             f"windowed_counts: done; this run dropped {int(counts['invalid_rows'])} invalid and "
@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     except FalkirkError as exc:
         print(f"windowed_counts: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except RunAbandoned as exc:
+        print(f"windowed_counts: {exc}", file=sys.stderr)
+        return exit_code(exc.signal_name)
+    return exit_code(report.stopped)
 
 
 if __name__ == "__main__":

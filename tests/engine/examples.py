@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from falkirk.testing.visibility import CommittedOnly
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -30,21 +32,28 @@ def finish(proc: subprocess.Popen[bytes]) -> int:
     return proc.returncode
 
 
-def kill_at_each(run: Callable[[str], subprocess.Popen[bytes]], points: Sequence[str]) -> None:
+def kill_at_each(run: Callable[[str], subprocess.Popen[bytes]], points: Sequence[str], visible: CommittedOnly) -> None:
     """Start ``run(point)`` for each point in turn, each killed there (the n-th time
     that run reaches it, its recovery included), so that each run recovers from the
-    previous kill. Fails if a run ends without reaching its point."""
+    previous kill. Fails if a run ends without reaching its point, or if after a kill
+    a Parquet table of the root ``visible`` watches shows an epoch never committed to
+    it (the same watch through a whole chain of kills: see CommittedOnly)."""
     for point in points:
         assert finish(run(point)) == -signal.SIGKILL, f"{point} was not reached"
+        visible.check()
+    assert visible.looked, "no table was checked for uncommitted epochs"
 
 
-def kill_at_a_random_moment(proc: subprocess.Popen[bytes], seconds: float) -> int:
+def kill_at_a_random_moment(proc: subprocess.Popen[bytes], seconds: float, visible: CommittedOnly) -> int:
     """SIGKILL ``proc`` after ``seconds`` unless it ended before (it may, on a fast
-    machine); its exit code, as :func:`finish`."""
+    machine); its exit code, as :func:`finish`. Fails if a Parquet table of the root
+    ``visible`` watches then shows an epoch never committed to it."""
     time.sleep(seconds)
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
-    return finish(proc)
+    code = finish(proc)
+    visible.check()
+    return code
 
 
 def run_example_here(example: str, args: list[str]) -> int:

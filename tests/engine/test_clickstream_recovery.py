@@ -36,6 +36,7 @@ from falkirk.testing.clickstream import (
     write_input,
 )
 from falkirk.testing.verify import differences
+from falkirk.testing.visibility import CommittedOnly
 from tests.engine.clickstream_runner import policy
 from tests.engine.examples import kill_at_each, run_example_here
 
@@ -131,7 +132,7 @@ def run_here(spark, clicks: Path, work: Path, policies: tuple[str, str], *, vect
 #: start on CI's clock: the mixes ride on the chains instead of runs of their own.)
 CHAINS = {
     "planned-computed-written": ["epoch.planned:3", "epoch.computed:2", "sink.written:1"],
-    "commit-gc": ["commit.before:3", "commit.after:1", "gc.before:1"],
+    "commit-gc": ["commit.before:3", "sink.publish:2", "gc.before:1"],
     "recovery": ["commit.after:3", "recovery.restored:1", "sink.written:2"],
 }
 MIXES = {
@@ -153,19 +154,22 @@ def test_the_chains_cover_every_generic_point_and_policy() -> None:
 
 @pytest.mark.parametrize("chain", sorted(CHAINS))
 def test_killed_at_each_crash_point(spark, chain: str, clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    kill_at_each(lambda point: start(clicks, tmp_path, MIXES[chain], crash=point), CHAINS[chain])
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(clicks, tmp_path, MIXES[chain], crash=point), CHAINS[chain], visible)
     run_here(spark, clicks, tmp_path, MIXES[chain])
     check(tmp_path, clicks, expected)
 
 
 def test_repeated_kills_at_random_moments(spark, clicks: Path, expected: Expected, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(1)
+    visible = CommittedOnly(tmp_path / "state")
     for _ in range(2):
         proc = start(clicks, tmp_path, RANDOM_MIX)
         time.sleep(rng.uniform(4.0, 14.0))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         finish(proc)
+        visible.check()
     run_here(spark, clicks, tmp_path, RANDOM_MIX)
     check(tmp_path, clicks, expected)
 

@@ -19,6 +19,7 @@ from falkirk.demo.components import OUTPUT_COLUMNS, REJECTED_COLUMNS, build_pipe
 from falkirk.runtime import Engine
 from falkirk.testing.components import Expected, expected, write_input
 from falkirk.testing.verify import differences
+from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
@@ -78,7 +79,8 @@ def test_killed_at_each_crash_point_and_at_a_random_moment(spark: SparkSession, 
     recovery included), so each recovers from the previous kill; then one run is
     killed at a random moment (it may finish first on a fast machine); then the rest
     runs in this process."""
-    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN)
-    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(8).uniform(8.0, 16.0))
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN, visible)
+    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(8).uniform(8.0, 16.0), visible)
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[1])

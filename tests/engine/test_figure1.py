@@ -25,6 +25,7 @@ from falkirk.demo.figure1 import (
 from falkirk.runtime import Engine
 from falkirk.testing.figure1 import Expected, expected, write_input
 from falkirk.testing.verify import differences
+from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
@@ -126,7 +127,8 @@ CHAIN = ["chunk.committed:3", "loop.computed:2", "sink.written:3"]
 def test_killed_at_each_regimes_crash_points_and_at_a_random_moment(spark, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The chain; then a run killed at a random moment (it may finish before its
     moment comes on a fast machine); then the rest, in this process."""
-    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN)
-    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(1).uniform(10.0, 25.0))
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN, visible)
+    kill_at_a_random_moment(start(inputs, tmp_path), random.Random(1).uniform(10.0, 25.0), visible)
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[2])

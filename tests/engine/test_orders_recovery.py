@@ -20,6 +20,7 @@ from falkirk.demo.orders import OUTPUT_COLUMNS, REJECTED_COLUMNS, build_pipeline
 from falkirk.runtime import Engine
 from falkirk.testing.orders import Expected, batch_expected, expected, write_input
 from falkirk.testing.verify import differences
+from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
 
@@ -72,7 +73,8 @@ def run_here(spark: SparkSession, inputs: tuple[Path, Path, Expected], work: Pat
 
 
 def test_killed_at_each_crash_point(spark: SparkSession, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
-    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN)
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN, visible)
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[2])
 

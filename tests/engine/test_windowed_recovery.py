@@ -28,6 +28,7 @@ from falkirk.demo.windowed import (
 )
 from falkirk.graph import PipelineChangedError
 from falkirk.runtime import Engine
+from falkirk.testing.visibility import CommittedOnly
 from falkirk.testing.windowed import expected, read_input, write_input
 from tests.engine.examples import finish, kill_at_each
 from tests.engine.examples import start as run_example
@@ -116,7 +117,8 @@ SESSION_CHAIN = ["state.written:2", "commit.after:2", "gc.before:1"]
 
 
 def test_cec_killed_at_every_step(spark: SparkSession, files: Path, tmp_path: Path) -> None:
-    kill_at_each(lambda point: start(files, tmp_path, "session", crash=point), SESSION_CHAIN)
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(files, tmp_path, "session", crash=point), SESSION_CHAIN, visible)
     run_here(spark, files, tmp_path, "session")
     check(files, tmp_path, "session")
 
@@ -131,7 +133,8 @@ def test_cec_killed_before_a_commit_and_during_recovery(spark: SparkSession, fil
     start on CI's clock.)"""
     lagging = ["--replay-target", "100000"]
     points = ["commit.before:2", "commit.after:5", "catch_up.started:1", "catch_up.epoch:2"]
-    kill_at_each(lambda point: start(files, tmp_path, "sliding", crash=point, cec_args=lagging), points)
+    visible = CommittedOnly(tmp_path / "state")
+    kill_at_each(lambda point: start(files, tmp_path, "sliding", crash=point, cec_args=lagging), points, visible)
     run_here(spark, files, tmp_path, "sliding", cec_args=lagging)
     check(files, tmp_path, "sliding")
 

@@ -1,6 +1,7 @@
-"""ParquetTableSink's two visibilities: ``released`` shows an epoch only once the
-monitor releases it (never a file a rollback deletes or rewrites: the table is a
-prefix of epochs), ``committed`` as soon as it is written."""
+"""ParquetTableSink's three visibilities: ``committed`` (the default) shows an epoch
+once its metadata commit is durable, ``released`` only once the monitor releases it
+(never a file a rollback deletes or rewrites: the table is a prefix of epochs), and
+``written`` as soon as it is written."""
 
 from __future__ import annotations
 
@@ -43,13 +44,50 @@ def test_released_epochs_appear_in_order_and_aborted_ones_never(spark: SparkSess
     assert pd.read_parquet(tmp_path / "t")["epoch"].tolist() == [1, 2]
 
 
-def test_committed_visibility_shows_an_epoch_when_written(spark: SparkSession, tmp_path: Path) -> None:
+def test_committed_visibility_shows_an_epoch_once_published(spark: SparkSession, tmp_path: Path) -> None:
     sink = ParquetTableSink(str(tmp_path / "t"))
+    df = spark.createDataFrame([(1,)], "x long")
+    sink.prepare(df.limit(0))
+    (stored,) = sink.pre_commit(df, 1)
+    assert stored.path == str(tmp_path / "t" / "epoch-0000000001.parquet")  # where it will be read
+    sink.pre_commit(df, 2)
+    assert epochs_in(tmp_path / "t") == [0], "written, not committed: not in the table"
+    sink.publish_upto(1)
+    sink.publish_upto(1)  # idempotent (a restart repeats it)
+    assert epochs_in(tmp_path / "t") == [0, 1]
+    assert (tmp_path / "t" / "epoch-0000000001.parquet").stat().st_size == stored.size
+    sink.abort_after(1)  # a rollback: epoch 2 was never committed
+    sink.publish_upto(2)
+    assert epochs_in(tmp_path / "t") == [0, 1]
+    assert list((tmp_path / "t" / "_pending").iterdir()) == []
+
+
+def test_written_visibility_shows_an_epoch_when_written(spark: SparkSession, tmp_path: Path) -> None:
+    sink = ParquetTableSink(str(tmp_path / "t"), visibility="written")
     df = spark.createDataFrame([(1,)], "x long")
     sink.prepare(df.limit(0))
     assert len(sink.pre_commit(df, 1)) == 1
     sink.abort_after(0)  # nothing pending in this mode
     assert epochs_in(tmp_path / "t") == [0, 1]
+
+
+def test_the_default_table_never_shows_an_uncommitted_epoch(spark: SparkSession, tmp_path: Path) -> None:
+    """At every commit (and while the next epochs are computed: epochs overlap) the
+    table holds exactly the committed epochs."""
+    work = tmp_path / "run"
+    shown: list[tuple[int, list[int]]] = []
+
+    def watch(epoch: int, _: float, __: object) -> None:
+        shown.append((epoch, epochs_in(work / "out")))
+
+    p = Pipeline("visible-committed")
+    (
+        p.source("src", keyed_generator(batches=5, rows_per_batch=100, keys=10, seed=3))
+        .aggregate("agg", "key", {"n": ("count", None)}, policy=LazyCheckpoint(every=2))
+        .sink("out", ParquetTableSink(str(work / "out")))
+    )
+    Engine(p, str(work / "state"), spark=spark, on_epoch=watch).run()
+    assert shown == [(e, list(range(e + 1))) for e in range(1, 6)]
 
 
 def test_an_unknown_visibility_is_refused() -> None:

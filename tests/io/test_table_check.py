@@ -129,7 +129,8 @@ def test_a_torn_sidecar_is_damage_not_a_traceback(work: Path, capsys: pytest.Cap
 
 def test_what_a_run_writes_before_its_commit_is_not_damage(spark: SparkSession, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = work / "out"
-    # "committed" visibility writes an epoch into the table before its commit...
+    # "written" visibility (and a rollback past committed epochs, until the replay
+    # rewrites them) leaves an epoch in the table past the committed ones...
     ParquetTableSink(str(table)).write(spark.createDataFrame([("k", 1)], "k string, v long"), EPOCHS + 1)
     # ...an older Falkirk's write, interrupted after its file by a full disk, tore its sidecar...
     sidecar(table, EPOCHS + 1).write_bytes(b"")
@@ -206,7 +207,7 @@ class Watched(LocalFileSystem):
                 assert json.loads(record.read_bytes())["size"] == f.stat().st_size
 
 
-@pytest.mark.parametrize("visibility", ["committed", "released"])
+@pytest.mark.parametrize("visibility", ["committed", "released", "written"])
 def test_the_sidecar_is_visible_before_its_epoch_file(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visibility: str) -> None:
     table = tmp_path / "t"
     watched = Watched(table)
@@ -216,13 +217,14 @@ def test_the_sidecar_is_visible_before_its_epoch_file(spark: SparkSession, tmp_p
     sink.prepare(df.limit(0))
     for epoch in (1, 2):
         sink.pre_commit(df, epoch)
+    sink.publish_upto(2)
     sink.commit_upto(2)
     assert watched.steps >= 6
     # a crash after the sidecar, before the file: a sidecar alone, of an uncommitted epoch
     watched.crash_at = epoch_file(table, 3).name
     with pytest.raises(OSError, match="crash"):
         sink.pre_commit(df, 3)
-    folder = table if visibility == "committed" else table / "_pending"
+    folder = table if visibility == "written" else table / "_pending"
     assert sidecar(folder, 3).exists() and not epoch_file(folder, 3).exists()
     report = verify_table(watched, str(table), Committed("out", range(1, 3), visibility))
     assert (report.checked, report.problems) == (3, [])

@@ -6,7 +6,9 @@ stop the engine at every step of every protocol, not only at random moments.
 
 Points: ``epoch.planned`` (offsets committed), ``epoch.computed`` (logs and
 checkpoints written, nothing committed), ``sink.written`` (a sink file is in place),
-``commit.before``, ``commit.after``, ``gc.before``, ``recovery.restored``, and for
+``commit.before``, ``commit.after``, ``gc.before``, ``sink.publish`` (an epoch is
+committed, and a sink that shows committed epochs has not moved it into view yet:
+reached by every pipeline with a sink), ``recovery.restored``, and for
 a remote storage root ``meta.uploaded`` (a commit is in the local working copy and
 uploaded, not yet published: it does not count). At the edges (:data:`EDGE_POINTS`,
 reached only by pipelines with acknowledged sources or transactional sinks):
@@ -67,6 +69,7 @@ class CrashPoint(StrEnum):
     RECOVERY_RESTORED = "recovery.restored"
     META_UPLOADED = "meta.uploaded"
     SINK_RELEASE = "sink.release"
+    SINK_PUBLISH = "sink.publish"
     SOURCE_ACK = "source.ack"
     BARRIER_INJECTED = "barrier.injected"
     SNAPSHOT_WRITTEN = "snapshot.written"
@@ -90,6 +93,7 @@ POINTS = (
     CrashPoint.COMMIT_BEFORE,
     CrashPoint.COMMIT_AFTER,
     CrashPoint.GC_BEFORE,
+    CrashPoint.SINK_PUBLISH,
     CrashPoint.RECOVERY_RESTORED,
     CrashPoint.META_UPLOADED,
 )

@@ -72,9 +72,9 @@ class Committer:
         processor before the loops), which then stand at the epoch, and empty
         ``work`` for the loops' stage."""
         self.collect(self.state.ledger.commit(work.epoch, work.batch, work.ran, complete=False))
-        self.edges.act()
-        for name in work.ran:
+        for name in work.ran:  # (before the edges act: a sink publishes up to its frontier)
             self.state.frontier[name] = work.epoch
+        self.edges.act()
         work.batch, work.ran = CommitBatch(), []
 
     def epoch(self, work: EpochWork) -> None:
@@ -86,9 +86,9 @@ class Committer:
         self.collect(garbage)
         if work.barrier:
             self.barriers.last = epoch
-        self.edges.act()
-        for name in work.ran:
+        for name in work.ran:  # (before the edges act: a sink publishes up to its frontier)
             state.frontier[name] = epoch
+        self.edges.act()
         self.runner.finish(work)
         report = state.report
         report.epochs.append(epoch)

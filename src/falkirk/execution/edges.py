@@ -1,7 +1,8 @@
 """Acting on the monitor's decisions at the pipeline's edges.
 
-Once the commits behind them are durable, sinks make released epochs visible
-(``release_output``, crash point ``sink.release``) and sources acknowledge input no
+Once the commits behind them are durable, sinks that show committed epochs make them
+visible (``publish_output``, crash point ``sink.publish``), sinks make released epochs
+visible (``release_output``, crash point ``sink.release``) and sources acknowledge input no
 recovery will read again (``acknowledge``, crash point ``source.ack``). Both are
 idempotent and are redone from the committed metadata after a restart.
 
@@ -28,18 +29,27 @@ class EdgeActions:
         self.pair = pair
         self.observer = observer
         self.released: dict[str, int] = {}
+        #: Per sink, the committed epoch it last published (its frontier then).
+        self.published: dict[str, int] = {}
         self.acknowledged: dict[str, int] = {}
         #: Per source, (epoch, offsets) acknowledgeable here that the pair's other
         #: driver may still read (in order): acknowledged once it may not.
         self.held: dict[str, list[tuple[int, dict[str, Any]]]] = {}
 
     def act(self) -> None:
-        """Release and acknowledge whatever the monitor allows since the last call."""
+        """Publish what each sink committed (its frontier), and release and acknowledge
+        whatever the monitor allows, since the last call."""
         ledger = self.state.ledger
         if self.pair is not None:
             committed = self.state.store.committed_epoch() or 0
             released = min((ledger.released.get(s, 0) for s in ledger.sinks), default=committed)
             self.pair.progress(committed, released, dict(ledger.acknowledgeable))
+        for name in ledger.sinks:
+            upto = self.state.frontier[name]
+            if upto != self.published.get(name):  # (lower after a rollback: the replay publishes again)
+                crash_point(CrashPoint.SINK_PUBLISH)
+                self.state.operators[name].publish_output(upto)
+                self.published[name] = upto
         for name, upto in ledger.released.items():
             if upto > self.released.get(name, 0):
                 crash_point(CrashPoint.SINK_RELEASE)

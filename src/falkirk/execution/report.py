@@ -62,3 +62,6 @@ class RunReport:
     step_finished: dict[str, list[float]] = field(default_factory=dict)
     #: Seconds from planning each committed epoch to its commit (epochs overlap).
     epoch_seconds: list[float] = field(default_factory=list)
+    #: What stopped the run cleanly (``"stop()"``, ``"SIGINT"``, ``"SIGTERM"``;
+    #: None: it ran to its end): see :mod:`falkirk.runtime.stopping`.
+    stopped: str | None = None

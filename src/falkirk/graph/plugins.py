@@ -100,6 +100,19 @@ class TransactionalSink(Protocol):
 
 
 @runtime_checkable
+class CommitVisibleSink(Protocol):
+    """A transactional sink that shows an epoch once it is committed, before the
+    monitor releases it (:class:`~falkirk.io.ParquetTableSink`'s default
+    ``visibility="committed"``): :meth:`publish_upto` is called right after each
+    metadata commit, and after a restart with what the recovery kept."""
+
+    def publish_upto(self, epoch: int) -> None:
+        """Make every pre-committed epoch up to ``epoch`` (all committed) visible, in
+        order; idempotent (after a crash the engine calls it again)."""
+        ...
+
+
+@runtime_checkable
 class LeasedSink(Protocol):
     """A transactional sink whose external system can tell two drivers of one
     storage root apart (two copies of a root started side by side): it holds a lease

@@ -2,26 +2,35 @@
 
 :class:`ParquetTableSink` writes each epoch as one Parquet file
 ``epoch-<n>.parquet``, first in a ``_staging-*`` directory (ignored by Parquet
-readers), then moved into place with an atomic rename. A reader of the directory
-therefore sees whole epochs only, and a replayed epoch replaces its file with the
-same rows: no duplicates. A rollback never deletes an epoch's file: the replay of
-the epoch replaces it.
+readers), then moved with an atomic rename. A reader of the directory therefore sees
+whole epochs only, and a replayed epoch replaces its file with the same rows: no
+duplicates.
 
-Visibility: ``"committed"`` (the default) moves an epoch's file into the table as
-soon as it is written, before the epoch commits; a recovery may write the epoch
-again, with the same rows (the file is replaced, never added to), so readers see
-each epoch once, possibly rewritten. ``"released"`` writes it under the table's
-hidden ``_pending/`` folder and moves it into the table only when the monitor
-releases the epoch (no rollback can retract it); a rollback deletes pending epochs
-after its epoch. Readers then never see a file that is later deleted or rewritten,
-and the table is always a prefix of the epochs - at the price of latency: an epoch
-appears only once every processor above the sink can no longer roll back before it
-(at its commit with eager checkpoints or logged outputs upstream; up to ``every``
-epochs later with lazy checkpoints), and a run that stops leaves its unreleased
-epochs pending until the next run releases them. The default is ``"committed"``
-because it shows every epoch at its commit with any policy mix, and a replay
-rewrites an epoch with identical rows (sources replay exactly, steps are
-deterministic): choose ``"released"`` when readers must never see a file change.
+Visibility - when an epoch's file enters the table (``visibility=``):
+
+* ``"committed"`` (the default): the epoch is written under the table's hidden
+  ``_pending/`` folder while it is computed and moved into the table right after the
+  storage root's metadata commit of the epoch (crash point ``sink.publish`` between
+  the two). A reader never sees an epoch that was not committed: a crash before the
+  commit leaves the file pending, and the next run deletes it and writes the epoch
+  again; a crash after the commit leaves it pending, and the next run moves it in
+  (idempotently) before it runs any epoch. A committed epoch is rewritten only when a
+  processor above the sink checkpoints lazily and a crash rolls it back past the
+  epoch: the replay then replaces the file, with the same rows when the steps are
+  deterministic (sources replay exactly; a non-deterministic function may give other
+  rows). Choose ``"released"`` when a reader must never see a file change.
+* ``"released"``: the epoch stays in ``_pending/`` until the monitor releases it (no
+  rollback can retract it); a rollback deletes pending epochs after its epoch. Readers
+  never see a file that is later deleted or rewritten, and the table is always a
+  prefix of the epochs - at the price of latency: an epoch appears only once every
+  processor above the sink can no longer roll back before it (at its commit with
+  eager checkpoints or logged outputs upstream; up to ``every`` epochs later with
+  lazy checkpoints), and a run that stops leaves its unreleased epochs pending until
+  the next run releases them.
+* ``"written"``: the epoch's file enters the table as soon as it is written, before
+  the epoch commits (the lowest latency; the default of earlier releases). Caveat: a
+  reader may see an epoch that a crash then leaves uncommitted; the next run writes
+  it again (replacing the file, with the same rows when the steps are deterministic).
 
 Next to each epoch file a hidden ``.epoch-<n>.parquet.sha256`` (its *sidecar*)
 records its size and SHA-256, so that the table can be checked at any time, long
@@ -29,7 +38,7 @@ after the epoch's commit record was forgotten, against the epochs its storage ro
 committed to the sink (:func:`falkirk.io.table_check.verify_table`, ``falkirk verify
 STORAGE TABLE``). The sidecar becomes visible before its file, never after: it is
 written under a temporary name, made durable and renamed into place, and only then
-is the epoch file renamed next to it (a release from ``_pending`` moves the sidecar
+is the epoch file renamed next to it (a move from ``_pending`` moves the sidecar
 first too). A crash between the two leaves a sidecar without its file - for an
 epoch that had not committed yet, which the next run writes again - never a file
 that cannot be checked, nor a torn sidecar.
@@ -57,7 +66,7 @@ from falkirk.storage.published import host_name, process_alive, process_start
 
 _EPOCH_FILE = re.compile(r"epoch-\d+\.parquet$")
 _EPOCH_NUMBER = re.compile(r"/epoch-(\d+)\.parquet$")
-VISIBILITIES = ("committed", "released")
+VISIBILITIES = ("committed", "released", "written")
 #: The hidden folder of a table's epochs written but not released yet.
 PENDING = "_pending"
 #: The lock a driver holds on a local table while it writes it (hidden from readers).
@@ -134,17 +143,29 @@ class ParquetTableSink:
         return local_path(self.path)
 
     def pre_commit(self, df: DataFrame, epoch: int) -> list[StoredFile]:
-        """``committed``: write the epoch into the table; ``released``: into ``_pending``."""
-        if self.visibility == "committed":
+        """``written``: write the epoch into the table; otherwise into ``_pending``
+        (the file enters the table at :meth:`publish_upto` or :meth:`commit_upto`)."""
+        if self.visibility == "written":
             return self.write(df, epoch)
         fs, root = filesystem_for(self.path, df.sparkSession)
-        self._write(df, epoch, fs, root, fs.join(root, PENDING))
-        return []  # the file moves on release: its sidecar vouches for it (falkirk.io.table_check)
+        stored = self._write(df, epoch, fs, root, fs.join(root, PENDING))[0]
+        # What is committed with the epoch names the file where it will be read.
+        return [StoredFile(fs.join(root, epoch_name(epoch)), stored.size, stored.sha256)] if self.visibility == "committed" else []
+
+    def publish_upto(self, epoch: int) -> None:
+        """``committed``: move pending epochs up to ``epoch`` (committed) into the
+        table, in order (idempotent); the other visibilities wait for a release or
+        are visible already."""
+        if self.visibility == "committed":
+            self._move_pending(epoch)
 
     def commit_upto(self, epoch: int) -> None:
-        """Move pending epochs up to ``epoch`` into the table, in order (idempotent)."""
-        if self.visibility == "committed":
-            return
+        """Move pending epochs up to ``epoch`` (released) into the table, in order
+        (idempotent)."""
+        if self.visibility != "written":
+            self._move_pending(epoch)
+
+    def _move_pending(self, epoch: int) -> None:
         fs, root = self._fs()
         for e, path in self._pending(fs, root):
             if e <= epoch:
@@ -157,7 +178,7 @@ class ParquetTableSink:
 
     def abort_after(self, epoch: int) -> None:
         """Delete pending epochs after ``epoch`` (idempotent)."""
-        if self.visibility == "committed":
+        if self.visibility == "written":
             return
         fs, root = self._fs()
         for e, path in self._pending(fs, root):

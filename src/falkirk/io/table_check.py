@@ -8,7 +8,8 @@ committed to the sink (:class:`Committed`, kept by the root however far it prune
 its per-epoch records), :func:`verify_table` reports as damage:
 
 * **missing** - a committed epoch whose file is neither in the table nor (visibility
-  ``"released"``: committed, not released yet) in its ``_pending`` folder;
+  ``"released"``: committed, not released yet; ``"committed"``: a crash came between
+  the commit and the move, which the next run makes) in its ``_pending`` folder;
 * **orphaned** - the same, with the epoch's sidecar left behind (the file was
   deleted or lost);
 * **torn** - a sidecar that is empty or not a checksum record: its file cannot be
@@ -17,9 +18,10 @@ its per-epoch records), :func:`verify_table` reports as damage:
 * **unrecorded** - a file without a sidecar (written by a Falkirk before sidecars).
 
 Not damage, and reported as notes at most: a file or sidecar of an epoch past the
-last committed one (visibility ``"committed"`` writes an epoch before its commit; a
-crash between a sidecar and its file leaves the sidecar alone; the next run writes
-the epoch again), and anything before the committed range - the empty schema file
+last committed one (visibility ``"written"`` shows an epoch before its commit, and a
+rollback past committed epochs leaves their files in place until the replay rewrites
+them; a crash between a sidecar and its file leaves the sidecar alone; the next run
+writes the epoch again), and anything before the committed range - the empty schema file
 ``epoch-0000000000.parquet`` the sink writes first, and epochs a root upgraded from
 before schema 6 had pruned before it knew ranges - which is checked against its
 sidecar when both are there but never required. Without :class:`Committed` (a table
@@ -131,7 +133,7 @@ def verify_table(fs: FileSystem, directory: str, committed: Committed | None = N
     (None: check the files present only). Reads the files, changes nothing; every
     problem is returned, none raised (a torn sidecar included). Safe while the
     pipeline runs: an epoch released during the check is found where it went."""
-    released = committed is not None and committed.visibility == "released"
+    released = committed is not None and committed.visibility != "written"
     # Pending first: a release moves an epoch from there into the table, so listed in
     # this order it is seen at least once.
     pending = _list(fs, fs.join(directory, PENDING)) if released else _Listing()
@@ -225,7 +227,7 @@ def _absent(directory: str, committed: Committed, table: _Listing, pending: _Lis
     for (first, orphaned), last in _runs(absent):
         one = first == last
         span = f"epoch {first} is" if one else f"epochs {first}-{last} are"
-        where = directory + (f" (and its {PENDING}/ folder)" if committed.visibility == "released" else "")
+        where = directory + (f" (and its {PENDING}/ folder)" if committed.visibility != "written" else "")
         files = "the epoch file is" if one else "the epoch files are"
         if orphaned:
             kind, what = ProblemKind.ORPHANED, f"{files} gone while {'its sidecar remains' if one else 'their sidecars remain'}"

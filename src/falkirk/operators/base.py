@@ -137,6 +137,10 @@ class Operator:
     def acknowledge(self, offsets: list[dict[str, Any]]) -> None:
         """Sources: input of these offsets (epochs in order) is never read again."""
 
+    def publish_output(self, upto: int) -> None:
+        """Sinks: epochs up to ``upto`` are committed (a sink that shows committed
+        epochs makes them visible)."""
+
     def release_output(self, upto: int) -> None:
         """Sinks: output of epochs up to ``upto`` can no longer be retracted."""
 

@@ -3,7 +3,8 @@
 A plain sink writes each epoch during the epoch and replaces an epoch written before
 (its output is visible once written: a recovery may rewrite it with the same rows).
 A :class:`~falkirk.graph.TransactionalSink` pre-commits each epoch, in epoch order,
-and makes it visible only when the monitor releases it (no rollback can retract it);
+and makes it visible only when the monitor releases it (no rollback can retract it),
+or, a :class:`~falkirk.graph.plugins.CommitVisibleSink`, once the epoch is committed;
 a rollback aborts what it pre-committed after the rollback's epoch. The files a sink
 returns are committed with the epoch.
 
@@ -23,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from falkirk.graph import TransactionalSink
-from falkirk.graph.plugins import LeasedSink
+from falkirk.graph.plugins import CommitVisibleSink, LeasedSink
 from falkirk.graph.specs import SinkSpec
 from falkirk.operators.base import Operator, Step
 from falkirk.spark.frames import empty
@@ -83,6 +84,11 @@ class SinkOperator(Operator):
         if self.egress is not None:
             self.egress.written(self.name, step.epoch, files)
         return files
+
+    def publish_output(self, upto: int) -> None:
+        if isinstance(self.writer, CommitVisibleSink):
+            with self.egress.releasing(self.name) if self.egress is not None else nullcontext():
+                self.writer.publish_upto(upto)
 
     def release_output(self, upto: int) -> None:
         if isinstance(self.writer, TransactionalSink):

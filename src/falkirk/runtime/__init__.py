@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from falkirk.execution.report import RunReport
 from falkirk.runtime.engine import Engine
+from falkirk.runtime.stopping import RunAbandoned, exit_code
 
-__all__ = ["Engine", "RunReport"]
+__all__ = ["Engine", "RunAbandoned", "RunReport", "exit_code"]

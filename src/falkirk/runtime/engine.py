@@ -73,6 +73,7 @@ from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.runtime.root import StorageRoot
+from falkirk.runtime.stopping import RunAbandoned, StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
@@ -175,6 +176,8 @@ class Engine:
         self.recovery = RecoveryCoordinator(self.report, self.observer, self.barriers)
         #: The parts of the current (or last) run, once its recovery is done.
         self._current: _Run | None = None
+        #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
+        self._stop = StopRequest()
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -184,6 +187,18 @@ class Engine:
         if processor not in self.pipeline.processors:
             raise GraphError(f"cannot fail {processor!r}: no such processor ({sorted(self.pipeline.processors)})")
         self._failed.add(processor)
+
+    def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Stop the run in progress cleanly, from any thread: no new epoch is planned,
+        the epochs in flight are computed and committed, and :meth:`run` returns
+        (:attr:`RunReport.stopped` is ``"stop()"``); a run with the same storage root
+        resumes after the last of them. SIGINT and SIGTERM do the same while
+        :meth:`run` runs on the main thread, and a second one abandons the epochs in
+        flight (see :mod:`falkirk.runtime.stopping`). ``wait``: return once the run
+        has ended (True), or when ``timeout`` seconds passed first (False). No run in
+        progress: nothing to do (True)."""
+        self._stop.ask("stop()")
+        return self._stop.wait_ended(timeout) if wait else True
 
     # -- public -----------------------------------------------------------------------
 
@@ -234,16 +249,33 @@ class Engine:
 
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
+        self._stop.begin()
         try:
-            return self._run_locked(schedule, standby, on_standby)
+            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs):
+                report = self._run_locked(schedule, standby, on_standby)
+            if self._stop.asked:
+                self._stopped(report)
+            return report
         except Exception as exc:  # whichever write found its file system full: say which, in one line
             full = self._full_disk(exc)
-            if full is None:
-                raise
-            raise full from exc
+            if full is not None:
+                raise full from exc
+            if self._stop.signalled:  # the signal reached the JVM too: nothing can finish
+                raise RunAbandoned(self._stop.failed_message(exc), str(self._stop.reason)) from exc
+            raise
         finally:
+            self._stop.end()
             if self.dashboard is not None:
                 self.dashboard.stop()
+
+    def _stopped(self, report: RunReport) -> None:
+        """A clean stop: say where, and how to resume, in one line."""
+        report.stopped = self._stop.reason
+        last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
+        logger.warning(
+            "stopped (%s) after epoch %d, committed; run again with storage root %s to resume from epoch %d",
+            report.stopped, last, self.root, last + 1,
+        )  # fmt: skip
 
     def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         if standby:
@@ -268,6 +300,8 @@ class Engine:
                 self._run(schedule)
                 return
             except Exception as exc:
+                if self._stop.asked:
+                    raise  # stopping: the next run recovers
                 left = self.recovery.restart_in_process(exc, len(self.report.epochs) - before, schedule.max_epochs)
                 schedule = replace(schedule, max_epochs=left)
                 self._leave_pair()
@@ -385,6 +419,7 @@ class Engine:
             while (
                 len(inflight) < self.max_in_flight
                 and not self._failed
+                and not self._stop.asked  # a clean stop: the epochs in flight finish, no new one starts
                 and (max_epochs is None or planned < max_epochs)
             ):
                 offsets = state.ledger.plan(epoch, finish=schedule.finish)
@@ -397,12 +432,12 @@ class Engine:
             if not inflight:
                 if not self._failed:
                     run.committer.final_barrier()  # nothing new now: release what was read
-                done = self._failed or (max_epochs is not None and planned >= max_epochs)
+                done = self._failed or self._stop.asked or (max_epochs is not None and planned >= max_epochs)
                 now = time.monotonic()
                 idle_since = now if idle_since is None else idle_since
                 if done or now - idle_since >= schedule.idle_timeout:
                     return
-                time.sleep(schedule.poll_interval)  # wait for input to arrive
+                self._stop.pause(schedule.poll_interval)  # wait for input to arrive
                 continue
             idle_since = None
             work, future = inflight.popleft()
