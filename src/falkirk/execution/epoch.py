@@ -34,14 +34,16 @@ from pyspark.sql import functions as F
 from falkirk.control.domains import projection_of
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
+from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
+from falkirk.execution.diagnosis import cause_of, diagnose
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
-from falkirk.spark.errors import as_data_error, as_storage_error, as_task_error
+from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
 from falkirk.storage import CommitBatch
@@ -176,12 +178,14 @@ class EpochRunner:
             with replicated(p.policy.replicas):
                 self._run(p, work, inputs, work.outputs, Tick(work.epoch) if tick is None else tick, checkpoint)
         except Exception as exc:
-            if as_storage_error(exc) is not None or no_space(exc) is not None:
-                raise  # a damaged file, a full disk: the engine names it
-            known = as_data_error(exc, p.name, work.epoch) or as_task_error(exc, p.name, work.epoch)
-            if known is None:
+            if as_storage_error(exc) is not None or no_space(exc) is not None or is_executor_loss(exc):
+                raise  # a damaged file, a full disk: the engine names it; a lost executor: it recovers
+            if isinstance(exc, FalkirkError):
+                raise  # Falkirk's own, already saying what is wrong
+            cause = cause_of(exc)
+            if cause is None:
                 raise
-            raise known from exc
+            raise diagnose(self.state, p, work, exc, cause) from exc
 
     def _run(
         self,

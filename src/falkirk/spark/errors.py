@@ -43,50 +43,10 @@ def as_storage_error(exc: BaseException) -> CorruptStorageError | None:
     return None
 
 
-#: Spark's ANSI errors for a value that does not fit its type.
-_OVERFLOW = ("ARITHMETIC_OVERFLOW", "CAST_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE", "DIVIDE_BY_ZERO")
-
-
 class DataError(FalkirkError):
     """A processor's computation failed on the data itself (an overflow, a division by
-    zero): replaying the epoch would fail the same way."""
-
-
-def as_data_error(exc: BaseException, processor: str, epoch: int) -> DataError | None:
-    """A :class:`DataError` naming the processor and epoch if ``exc`` is one of Spark's
-    arithmetic errors, else None."""
-    text = str(exc)
-    kind = next((k for k in _OVERFLOW if k in text), None)
-    if kind is None:
-        return None
-    first = next((line for line in text.splitlines() if kind in line), kind)
-    return DataError(
-        f"processor {processor!r} failed on epoch {epoch}'s data (Spark: {first.strip()[:300]}). "
-        "A replay would fail the same way: widen the column's type (e.g. cast to decimal(38,0)) "
-        "or reject such rows in a validate step before it, then start again."
-    )
-
-
-class TaskError(FalkirkError):
-    """A Python exception raised inside a Spark task of a processor (a sink's write,
-    a user function): its type and message, without the JVM's wrapping."""
-
-
-def as_task_error(exc: BaseException, processor: str, epoch: int) -> TaskError | None:
-    """A :class:`TaskError` naming the processor, the epoch and the Python exception
-    raised in a Spark task, if ``exc`` carries one (a ``PythonException``, also
-    inside a ``Py4JJavaError``), else None."""
-    text = str(exc)
-    start = text.rfind("Traceback (most recent call last):")
-    if start < 0:
-        return None
-    for line in text[start:].splitlines()[1:]:
-        if line and not line[0].isspace():  # the exception's own line, after its frames
-            raised = line.strip()
-            break
-    else:
-        return None
-    return TaskError(f"processor {processor!r} failed in a Spark task on epoch {epoch}: {raised[:1500]}")
+    zero, a malformed value) or in the user's code: replaying the epoch would fail the
+    same way (:class:`falkirk.execution.diagnosis.StepError` says where)."""
 
 
 #: Phrases of Spark's errors that mean an executor (and the blocks and shuffle

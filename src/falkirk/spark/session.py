@@ -150,7 +150,23 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     quiet_task_failures(spark)
+    quiet_query_context_logs()
     return spark
+
+
+#: PySpark's loggers that print every captured error with a query context as one
+#: JSON line of several kilobytes (the JVM trace included) before the caller gets the
+#: same error: Falkirk's errors say where it comes from (falkirk.execution.diagnosis).
+QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+def quiet_query_context_logs() -> None:
+    """Silence :data:`QUERY_CONTEXT_LOGGERS` (created as PySpark's own logger class,
+    which it logs to with extra fields)."""
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 #: The driver JVM's log messages that repeat a failed task's error (with its stack
