@@ -11,11 +11,13 @@ import sys
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
 from falkirk.graph import EagerCheckpoint, LazyCheckpoint, LogOutputs, Pipeline
-from falkirk.io import MemorySink, keyed_generator
+from falkirk.io import FileSource, MemorySink, ParquetTableSink, keyed_generator
+from falkirk.io.exceptions import InputChangedError
 from falkirk.ops.status import driver_holding, inspect, render, status
 from falkirk.runtime import Engine
 from falkirk.storage import RootLock, StorageError
@@ -133,3 +135,46 @@ def test_the_command_line(stopped: Path, tmp_path: Path) -> None:
     assert out.returncode == 0 and json.loads(out.stdout)["processor"] == "lazy"
     out = subprocess.run([sys.executable, "-m", "falkirk.cli", "status", str(tmp_path / "none")], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "no pipeline has run" in out.stderr
+
+
+def files_pipeline(work: Path) -> Pipeline:
+    p = Pipeline("files")
+    (
+        p.source("rows", FileSource(str(work / "in"), "csv", "k string, v long", options={"header": "true"}))
+        .aggregate("sums", "k", {"s": ("sum", "v")}, policy=LazyCheckpoint(every=3))
+        .sink("out", ParquetTableSink(str(work / "out")))
+    )
+    return p
+
+
+def write_files(work: Path, first: int, last: int) -> None:
+    (work / "in").mkdir(exist_ok=True)
+    for i in range(first, last + 1):
+        (work / "in" / f"f-{i:03d}.csv").write_text(f"k,v\na,{i}\nb,{10 * i}\n")
+
+
+def test_status_says_which_input_files_a_recovery_may_still_read(spark: SparkSession, tmp_path: Path) -> None:
+    """The files status calls safe can go; the ones it says to keep, a recovery reads."""
+    write_files(tmp_path, 1, 5)
+    Engine(files_pipeline(tmp_path), tmp_path / "state", spark=spark).run()
+    report = status(str(tmp_path / "state"))
+    need = report["processors"]["rows"]["input"]
+    last_checkpoint = report["processors"]["sums"]["last_checkpoint"]
+    assert need["last"] == "f-005.csv"
+    assert last_checkpoint == 3
+    assert need["reread"] == {"4": ["f-004.csv"], "5": ["f-005.csv"]}, "the epochs after the lazy checkpoint"
+    assert need["safe_before"] == "f-004.csv"
+    text = render(report)
+    assert "input of rows: files sorting before 'f-004.csv' may be deleted or archived; a recovery may still read epochs 4-5: 'f-004.csv', 'f-005.csv' (keep them)" in text
+    for f in sorted((tmp_path / "in").iterdir()):
+        if f.name < need["safe_before"]:
+            f.unlink()  # what status calls safe
+    write_files(tmp_path, 6, 7)
+    Engine(files_pipeline(tmp_path), tmp_path / "state", spark=spark).run()  # recovers, reads what was kept
+    sums = pd.read_parquet(tmp_path / "out").groupby("k")["s"].last().to_dict()
+    assert sums == {"a": sum(range(1, 8)), "b": 10 * sum(range(1, 8))}
+    kept = status(str(tmp_path / "state"))["processors"]["rows"]["input"]["reread"]
+    assert kept == {"7": ["f-007.csv"]}  # checkpointed at 6
+    (tmp_path / "in" / "f-007.csv").unlink()  # one status says to keep: the recovery that needs it stops
+    with pytest.raises(InputChangedError, match="was deleted after an epoch was planned"):
+        Engine(files_pipeline(tmp_path), tmp_path / "state", spark=spark).run()

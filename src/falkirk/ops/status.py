@@ -121,7 +121,8 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
     committed rollback point, ``rollback_points``, ``last_checkpoint`` and keyed
     ``checkpoints`` kept with their bytes, ``logs`` kept with their bytes, ``sink_epochs``
     committed and kept, ``sink_range`` = first and last epoch ever committed),
-    ``sources`` (latest offsets), ``recovery`` (the solver's ``frontiers`` and
+    ``position`` per source (its latest offsets) and ``input`` (what of its input a
+    recovery may still read: :func:`input_needs`), ``recovery`` (the solver's ``frontiers`` and
     per-processor ``why``) and ``in_doubt`` (per PostgreSQL sink, its prepared
     transactions: :func:`falkirk.ops.transactions.in_doubt`; ``dsns``: sink -> DSN
     to reach its database with, instead of the recorded one)."""
@@ -162,6 +163,7 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
                 processors[name]["sink_range"] = store.sink_ranges().get(name)
             if info["source"]:
                 processors[name]["position"] = store.position(name)
+                processors[name]["input"] = input_needs(store.offsets(name), processors[name]["position"])
         recovery: dict[str, Any]
         if any(stored.values()):
             plan = solve(topology, {p: [s.meta for s in ss] for p, ss in stored.items()})
@@ -264,6 +266,35 @@ def _file(kind: str, owner: str, f: StoredFile) -> dict[str, Any]:
     return {"kind": kind, "of": owner, "path": f.path, "bytes": f.size, "sha256": f.sha256}
 
 
+def input_needs(kept: dict[int, Any], position: Any) -> dict[str, Any]:
+    """What of a source's input a recovery may still read, from the offsets the root
+    keeps (``kept``, by epoch: the root forgets an epoch's offsets once no rollback can
+    replay it) and its ``position``. ``reread``: the epochs a recovery may read again,
+    with their files for a file source. ``safe_before``: every consumed file whose name
+    sorts before it is read by no recovery (safe to delete or archive); None with
+    nothing to re-read: every file up to ``last`` is. Files not consumed yet
+    (sorting after ``last``) are still to be read."""
+    reread = {e: o for e, o in sorted(kept.items()) if o}
+    files = {e: [f[0] for f in o.get("files", [])] for e, o in reread.items() if isinstance(o, dict)}
+    first = next((names[0] for names in files.values() if names), None)
+    last = position.get("last") if isinstance(position, dict) else None
+    return {"reread": {str(e): files.get(e, []) for e in reread}, "safe_before": first, "last": last}
+
+
+def _render_input(name: str, need: dict[str, Any]) -> str:
+    reread = need["reread"]
+    if not reread:
+        if need["last"] is None:
+            return f"input of {name}: nothing consumed yet, or every epoch read may be forgotten"
+        return f"input of {name}: no recovery reads any consumed file again: every file up to {need['last']!r} may be deleted or archived"
+    epochs = sorted(int(e) for e in reread)
+    names = [f for e in epochs for f in reread[str(e)]]
+    span = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
+    shown = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    safe = f"files sorting before {need['safe_before']!r} may be deleted or archived; " if need["safe_before"] else ""
+    return f"input of {name}: {safe}a recovery may still read {span}" + (f": {shown} (keep them)" if names else "")
+
+
 def render(report: dict[str, Any]) -> str:
     """``status`` as text for people."""
     lines = [
@@ -289,6 +320,8 @@ def render(report: dict[str, Any]) -> str:
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    inputs = [_render_input(name, p["input"]) for name, p in report["processors"].items() if "input" in p]
+    lines += ["", *inputs] if inputs else []
     lines += ["", "if a driver started now, recovery would choose:", report["recovery"]["table"]]
     lines += _render_in_doubt(report)
     return "\n".join(lines)
