@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +31,10 @@ from falkirk.demo.windowed import (
     build_pipeline,
     policy_named,
     shape_of,
+    words,
 )
+from falkirk.graph import Pipeline, Session, Sliding, WindowShape
+from falkirk.io import FileSource, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.testing.windowed import write_input
 from tests.engine.examples import finish
@@ -122,8 +127,51 @@ def rows(df: pd.DataFrame) -> list[tuple[int, int, str, int]]:
         ("sessions", ["--session-gap", "4"], "state.written:5"),
     ],
 )
-def test_same_windows_as_structured_streaming(spark: SparkSession, files: Path, tmp_path: Path, query: str, window_args: list[str], crash: str | None) -> None:
-    spark_rows = rows(structured_streaming(spark, files, tmp_path / "spark", query))
+def test_same_windows_as_structured_streaming(spark: SparkSession, files: Path, tmp_path: Path, query: str, window_args: list[str], crash: str | None, spark_windows: SparkWindows) -> None:
+    spark_rows = spark_windows(query)
     falkirk_rows = rows(falkirk(spark, files, tmp_path / "falkirk", window_args, crash))
     assert len(spark_rows) > 15  # a test that can fail
     assert falkirk_rows == spark_rows
+
+
+SparkWindows = Callable[[str], list[tuple[int, int, str, int]]]
+
+
+@pytest.fixture(scope="module")
+def spark_windows(spark: SparkSession, files: Path, tmp_path_factory: pytest.TempPathFactory) -> SparkWindows:
+    """Structured Streaming's windows of each query, computed once for the module."""
+    done: dict[str, list[tuple[int, int, str, int]]] = {}
+
+    def of(query: str) -> list[tuple[int, int, str, int]]:
+        if query not in done:
+            done[query] = rows(structured_streaming(spark, files, tmp_path_factory.mktemp(f"spark-{query}"), query))
+        return done[query]
+
+    return of
+
+
+def timestamp_pipeline(files: Path, out: Path, shape: WindowShape) -> Pipeline:
+    """``examples/windowed_counts.py``'s query with the event time as a ``timestamp``
+    and the sizes and delay as durations."""
+    p = Pipeline("windowed_timestamps")
+    lines = p.source("lines", FileSource(str(files), "csv", RAW_SCHEMA, 1, CSV_OPTIONS))
+    timed = lines.map("words", lambda df: words(df).withColumn("ts", F.timestamp_seconds("ts")))
+    counts = timed.window("counts", "word", "ts", shape, {"count": ("count", None)}, watermark_delay=f"{DELAY} seconds", policy=policy_named("lazy"))
+    counts.map("rows", lambda df: df.select(*OUTPUT_COLUMNS)).sink("output", ParquetTableSink(str(out), epoch_column=None))
+    return p
+
+
+@pytest.mark.parametrize(
+    ("query", "shape"),
+    [("windowed", Sliding("20 seconds", "5 seconds")), ("sessions", Session(timedelta(seconds=4)))],
+)
+def test_same_windows_as_structured_streaming_over_timestamps(spark: SparkSession, files: Path, tmp_path: Path, query: str, shape: WindowShape, spark_windows: SparkWindows) -> None:
+    """Structured Streaming's ``window()``/``session_window()`` over a timestamp
+    column, and Falkirk's window over the same timestamp column: the same windows."""
+    Engine(timestamp_pipeline(files, tmp_path / "out", shape), tmp_path / "state", spark=spark).run(finish=True)
+    out = pd.read_parquet(tmp_path / "out")
+    assert out["window_start"].dtype.kind == "M" and out["window_end"].dtype.kind == "M", "the bounds are timestamps"
+    for column in ("window_start", "window_end"):
+        out[column] = (out[column] - pd.Timestamp(0, tz=out[column].dt.tz)) // pd.Timedelta(seconds=1)
+    assert len(spark_windows(query)) > 15
+    assert rows(out) == spark_windows(query)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
+from falkirk.graph.durations import span
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.plugins import Sink, TransactionalSink
 from falkirk.graph.policies import Policy
@@ -193,7 +195,7 @@ class Stream:
         shape: WindowShape,
         aggregates: Mapping[str, tuple[str, str | None]] | None = None,
         *,
-        watermark_delay: int = 0,
+        watermark_delay: int | str | timedelta = 0,
         mode: str = "append",
         fn: Callable[..., Any] | None = None,
         output_schema: str = "",
@@ -202,6 +204,13 @@ class Stream:
         """Aggregates per key and event-time window (:mod:`falkirk.graph.windows`):
         ``{"out_col": (func, in_col)}`` with func one of count (in_col may be None),
         sum, min, max, avg.
+
+        ``time`` is an integer column (any unit: the shape's sizes and
+        ``watermark_delay`` are integers in it) or a ``timestamp``/``timestamp_ntz``
+        column (sizes and delay are durations: ``Tumbling("10 minutes")``,
+        ``watermark_delay="5 minutes"`` or ``timedelta``s; ``window_start`` and
+        ``window_end`` are then timestamps of the same type, windows aligned at
+        1970-01-01 as Spark's ``window()``).
 
         Output rows: the key, ``window_start`` (inclusive), ``window_end`` (exclusive)
         and the aggregates. ``mode="append"``: one row per window, in the epoch that
@@ -232,7 +241,7 @@ class Stream:
                 time=time,
                 shape=shape,
                 aggregates=dict(aggregates or {}),
-                watermark_delay=watermark_delay,
+                watermark_delay=span(watermark_delay, f"window {name!r}: watermark_delay", minimum=0),
                 mode=mode,
                 fn=fn,
                 output_schema=output_schema,

@@ -1,7 +1,9 @@
 """Event-time windows: their shapes and the ``window`` processor's spec.
 
-A window operator groups rows per key into windows over an integer event-time
-column (seconds, milliseconds: any unit; sizes are in the same unit):
+A window operator groups rows per key into windows over an event-time column: an
+integer (seconds, milliseconds: any unit; sizes are integers in the same unit) or a
+``timestamp``/``timestamp_ntz`` (sizes are durations, ``"10 minutes"`` or a
+``timedelta``; see :mod:`falkirk.operators.event_time`):
 
 * :class:`Tumbling` ``(size)``: windows ``[k*size, (k+1)*size)``;
 * :class:`Sliding` ``(size, slide)``: windows ``[k*slide, k*slide + size)``, each row in
@@ -28,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from falkirk.graph.durations import Duration, micros, span
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.policies import (
     ContinuousEventualCheckpoint,
@@ -48,59 +51,101 @@ MODES = ("append", "update")
 
 @dataclass(frozen=True)
 class WindowShape:
-    """Base of the window shapes."""
+    """Base of the window shapes. Sizes are integers in an integer event-time
+    column's unit, or durations (``"10 minutes"``, a ``timedelta``: see
+    :mod:`falkirk.graph.durations`) over a timestamp column - one or the other."""
 
     def describe(self) -> str:
         raise NotImplementedError
+
+    def spans(self) -> tuple[int | Duration, ...]:
+        """The shape's sizes, as given (normalised)."""
+        raise NotImplementedError
+
+    def in_micros(self) -> WindowShape:
+        """The same shape with every duration in microseconds (what the operator
+        computes with over a timestamp column)."""
+        raise NotImplementedError
+
+    @property
+    def timed(self) -> bool:
+        """Whether the sizes are durations (for a timestamp column)."""
+        return any(isinstance(v, Duration) for v in self.spans())
+
+    def _check_one_kind(self) -> None:
+        kinds = {isinstance(v, Duration) for v in self.spans()}
+        if len(kinds) > 1:
+            raise GraphError(f"{self!r}: give every size as an integer (an integer column) or every one as a duration (a timestamp column)")
 
 
 @dataclass(frozen=True)
 class Tumbling(WindowShape):
     """Windows ``[k*size, (k+1)*size)``, one per row."""
 
-    size: int
+    size: int | Duration
 
     def __post_init__(self) -> None:
-        if not isinstance(self.size, int) or self.size < 1:
-            raise GraphError(f"Tumbling(size={self.size!r}): the size must be an integer >= 1")
+        object.__setattr__(self, "size", span(self.size, f"Tumbling(size={self.size!r})"))
 
     def describe(self) -> str:
         return f"tumbling windows of {self.size}"
+
+    def spans(self) -> tuple[int | Duration, ...]:
+        return (self.size,)
+
+    def in_micros(self) -> Tumbling:
+        return Tumbling(micros(self.size))
 
 
 @dataclass(frozen=True)
 class Sliding(WindowShape):
     """Windows ``[k*slide, k*slide + size)``: ``ceil(size / slide)`` per row."""
 
-    size: int
-    slide: int
+    size: int | Duration
+    slide: int | Duration
 
     def __post_init__(self) -> None:
-        if not isinstance(self.size, int) or not isinstance(self.slide, int) or not 1 <= self.slide <= self.size:
-            raise GraphError(f"Sliding(size={self.size!r}, slide={self.slide!r}): need integers with 1 <= slide <= size")
-        if self.size // self.slide > 1000:
-            raise GraphError(f"Sliding(size={self.size}, slide={self.slide}): more than 1000 windows per row; use a larger slide")
+        what = f"Sliding(size={self.size!r}, slide={self.slide!r})"
+        object.__setattr__(self, "size", span(self.size, what))
+        object.__setattr__(self, "slide", span(self.slide, what))
+        self._check_one_kind()
+        size, slide = micros(self.size), micros(self.slide)
+        if not 1 <= slide <= size:
+            raise GraphError(f"{what}: need 1 <= slide <= size")
+        if size // slide > 1000:
+            raise GraphError(f"{what}: more than 1000 windows per row; use a larger slide")
 
     @property
     def windows_per_row(self) -> int:
-        return -(-self.size // self.slide)
+        return -(-micros(self.size) // micros(self.slide))
 
     def describe(self) -> str:
         return f"sliding windows of {self.size} every {self.slide}"
+
+    def spans(self) -> tuple[int | Duration, ...]:
+        return (self.size, self.slide)
+
+    def in_micros(self) -> Sliding:
+        return Sliding(micros(self.size), micros(self.slide))
 
 
 @dataclass(frozen=True)
 class Session(WindowShape):
     """Per key, rows at most ``gap`` apart form a window ``[first, last + gap)``."""
 
-    gap: int
+    gap: int | Duration
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gap, int) or self.gap < 1:
-            raise GraphError(f"Session(gap={self.gap!r}): the gap must be an integer >= 1")
+        object.__setattr__(self, "gap", span(self.gap, f"Session(gap={self.gap!r})"))
 
     def describe(self) -> str:
         return f"sessions with a gap of {self.gap}"
+
+    def spans(self) -> tuple[int | Duration, ...]:
+        return (self.gap,)
+
+    def in_micros(self) -> Session:
+        return Session(micros(self.gap))
 
 
 WINDOW_POLICIES: tuple[type[Policy], ...] = (
@@ -126,7 +171,7 @@ class WindowSpec(OperatorSpec):
     time: str = ""
     shape: WindowShape = field(default=None)  # type: ignore[assignment]
     aggregates: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
-    watermark_delay: int = 0
+    watermark_delay: int | Duration = 0
     mode: str = "append"
     #: ``fn(key, window_start, window_end, rows) -> pandas.DataFrame`` of
     #: ``output_schema``, instead of ``aggregates``: the window keeps its rows.
@@ -140,8 +185,15 @@ class WindowSpec(OperatorSpec):
             raise GraphError("window: name the event-time column (time=...)")
         if not self.key:
             raise GraphError("window: give at least one key column")
-        if not isinstance(self.watermark_delay, int) or self.watermark_delay < 0:
-            raise GraphError(f"window: watermark_delay must be an integer >= 0, got {self.watermark_delay!r}")
+        delay = self.watermark_delay
+        if delay != 0 or self.shape.timed:  # 0: no delay, in any unit
+            delay = span(delay, f"window: watermark_delay={delay!r}", minimum=0)
+            if isinstance(delay, Duration) != self.shape.timed and delay != 0:
+                raise GraphError(
+                    f"window: watermark_delay={self.watermark_delay!r} and {self.shape!r}: give both as integers "
+                    "(an integer event-time column) or both as durations (a timestamp column)"
+                )
+            object.__setattr__(self, "watermark_delay", delay)
         if self.mode not in MODES:
             raise GraphError(f"window: mode must be one of {MODES}, got {self.mode!r}")
         if self.fn is not None:

@@ -33,7 +33,6 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DoubleType,
-    IntegralType,
     LongType,
     StringType,
     StructField,
@@ -45,6 +44,7 @@ from falkirk.graph.signatures import StateSignature
 from falkirk.graph.windows import WindowSpec
 from falkirk.operators.base import Chain, Step, require, state_columns
 from falkirk.operators.cec import CecLog
+from falkirk.operators.event_time import EventTime, shape_text
 from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.operators.window_frames import (
@@ -62,6 +62,8 @@ from falkirk.spark.materialise import materialise
 from falkirk.spark.state import DELETED, EPOCH, KeyedState
 
 META, WATERMARK, CLOSED_AT, MAX_TIME, SPEC = "_meta", "_watermark", "_closed_at", "_max_time", "_spec"
+#: The output's window bounds.
+BOUNDS = ("window_start", "window_end")
 #: The watermark of the epoch that ends the input: past every window.
 FINAL_WATERMARK = 2**63 - 1
 #: A watermark is a 64-bit integer: an event time minus a delay below this is this.
@@ -78,18 +80,17 @@ class WindowOperator(KeyedOperator):
         schema = inputs[0]
         columns = [c for _, c in spec.aggregates.values() if c]
         require(schema, [*spec.key, spec.time, *columns])
-        if not isinstance(schema[spec.time].dataType, IntegralType):
-            raise GraphError(
-                f"window: the event-time column {spec.time!r} is {schema[spec.time].dataType.simpleString()}; it must "
-                "be an integer (seconds or any unit; cast a timestamp with unix_timestamp() or .cast('long'))"
-            )
+        #: The event-time column and the units computed with (microseconds over a timestamp).
+        self.time = EventTime.of(spec, schema)
+        self.input_schema = schema
+        schema = self.time.inside(schema)
         self.input_columns = schema.fieldNames()
-        self.layout = Layout.of(spec.key, spec.time, spec.shape, dict(spec.aggregates), schema, spec.fn)
+        self.layout = Layout.of(spec.key, spec.time, self.time.shape, dict(spec.aggregates), schema, spec.fn)
         self.cec = self.processor.policy.checkpoints_eventually
         delta_checkpoints = self.processor.policy.writes_checkpoints and not self.cec
         self.state = KeyedState(self.spark, (*spec.key,), self.layout.state_schema(schema), keep_tombstones=delta_checkpoints)
         #: What the stored state means: a restore with other settings is refused.
-        self.signature = signature(spec, self.cec)
+        self.signature = signature(spec, self.cec, self.time)
         self.log = CecLog(self.spark, self.layout, self.state, schema, self.signature) if self.cec else None
         #: The watermark after the last epoch (the next one closes windows with it).
         self.watermark: int | None = None
@@ -109,8 +110,10 @@ class WindowOperator(KeyedOperator):
             if clash:
                 raise GraphError(f"window: output_schema repeats {clash}, which the output has already (the key and the window)")
             fields += own.fields
-        self.output_schema = StructType(fields)
-        return {"out": self.output_schema, "late": late_schema(schema)}
+        #: The output as computed (window bounds in the units computed with) and as seen.
+        self.inside_output = StructType(fields)
+        self.output_schema = StructType([StructField(f.name, self.time.bound_type) if f.name in BOUNDS else f for f in fields])
+        return {"out": self.output_schema, "late": late_schema(self.input_schema, self.time.bound_type)}
 
     def state_signature(self) -> StateSignature:
         """What :func:`~falkirk.operators.window_frames.signature` holds (checked
@@ -122,7 +125,7 @@ class WindowOperator(KeyedOperator):
         keys = StructType([f for f in self.state.schema.fields if f.name in spec.key])
         partials = tuple((name, dtype.simpleString()) for name, dtype, _ in self.layout.partials)
         fn = getattr(spec.fn, "__qualname__", repr(spec.fn)) if spec.fn is not None else None
-        settings = {"shape": repr(spec.shape), "time": spec.time, "watermark_delay": spec.watermark_delay, "mode": spec.mode, "fn": fn}
+        settings = {"shape": shape_text(spec, self.time), "time": spec.time, "watermark_delay": self.time.delay, "mode": spec.mode, "fn": fn}
         return StateSignature.of(
             self.processor.kind, keys=spec.key, aggregates=spec.aggregates, columns=state_columns(keys) + partials, settings=settings
         )
@@ -146,7 +149,7 @@ class WindowOperator(KeyedOperator):
         return self.layout.assign(rows.filter(ok)), partials, seen
 
     def step(self, step: Step) -> dict[str, DataFrame]:
-        rows = step.inputs[0]
+        rows = self.time.to_inside(step.inputs[0])
         assigned, partials, seen = self._prepare(rows, step.version)
         step.wait_previous()
         epoch = step.version
@@ -169,7 +172,7 @@ class WindowOperator(KeyedOperator):
         closing = FINAL_WATERMARK if step.final else before
         self.closed_at = closing
         if self.max_time is not None:
-            candidate = max(self.max_time - self.spec.watermark_delay, LOWEST_WATERMARK)
+            candidate = max(self.max_time - self.time.delay, LOWEST_WATERMARK)
             self.watermark = candidate if before is None else max(before, candidate)
         if step.final:
             self.watermark = FINAL_WATERMARK
@@ -185,7 +188,9 @@ class WindowOperator(KeyedOperator):
             self.log.record(epoch, merged, classified, int(metrics.get("rows") or 0), self.marks())
         late_rows, invalid = self._late(rows, assigned, closed)
         shown = classified.filter(F.col(CLS) == "close") if self.spec.mode == "append" else classified.filter(F.col(UPDATED))
-        return {"out": self.layout.results(shown, self.output_schema), "late": late_rows.unionByName(invalid)}
+        out = self.time.to_outside(self.layout.results(shown, self.inside_output), *BOUNDS)
+        late_out = self.time.to_outside(late_rows.unionByName(invalid), self.spec.time, *BOUNDS)
+        return {"out": out, "late": late_out}
 
     def _merge(self, partials: DataFrame, epoch: int) -> DataFrame:
         """The touched keys' windows after the epoch's rows (materialised)."""
@@ -217,7 +222,7 @@ class WindowOperator(KeyedOperator):
         if watermark is None:
             late = invalid.limit(0)
         else:
-            late = self.layout.late_rows(assigned, columns, watermark)
+            late = self.layout.late_rows(assigned, columns, watermark, self.time.text)
         return late, invalid
 
     # -- state ----------------------------------------------------------------------------
@@ -287,7 +292,7 @@ class WindowOperator(KeyedOperator):
 
     def catch_up(self, step: Step) -> None:
         assert self.log is not None
-        rows = step.inputs[0]
+        rows = self.time.to_inside(step.inputs[0])
         self.log.catch_up(step.epoch, self.layout.assign(rows.filter(self.layout.valid())))
 
     def revert(self, epoch: int, checkpointed: int) -> bool:

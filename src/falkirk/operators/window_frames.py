@@ -34,8 +34,10 @@ from pyspark.sql.types import (
 )
 
 from falkirk.graph import GraphError
+from falkirk.graph.durations import micros
 from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape, WindowSpec
 from falkirk.operators.aggregate import combine_sql, epoch_partials, final_sql, partials_of
+from falkirk.operators.event_time import EventTime, shape_text
 from falkirk.operators.stateful import plain_values
 from falkirk.spark.frames import quote
 
@@ -109,17 +111,19 @@ class Layout:
         ``window_end``: one row per window a row falls in."""
         ts = F.col(self.time).cast("long")
         out = rows.withColumn(TS, ts)
-        shape = self.shape
+        shape = self.shape  # in the units computed with (integers: see falkirk.operators.event_time)
         if isinstance(shape, Tumbling):
-            start = F.col(TS) - F.pmod(F.col(TS), F.lit(shape.size))
-            return out.withColumn("window_start", start).withColumn("window_end", F.col("window_start") + shape.size)
+            size = micros(shape.size)
+            start = F.col(TS) - F.pmod(F.col(TS), F.lit(size))
+            return out.withColumn("window_start", start).withColumn("window_end", F.col("window_start") + size)
         if isinstance(shape, Sliding):
-            last = F.col(TS) - F.pmod(F.col(TS), F.lit(shape.slide))
-            first = last - (shape.windows_per_row - 1) * shape.slide
-            starts = F.filter(F.sequence(first, last, F.lit(shape.slide).cast("long")), lambda s: s > F.col(TS) - shape.size)
-            return out.withColumn("window_start", F.explode(starts)).withColumn("window_end", F.col("window_start") + shape.size)
+            size, slide = micros(shape.size), micros(shape.slide)
+            last = F.col(TS) - F.pmod(F.col(TS), F.lit(slide))
+            first = last - (shape.windows_per_row - 1) * slide
+            starts = F.filter(F.sequence(first, last, F.lit(slide).cast("long")), lambda s: s > F.col(TS) - size)
+            return out.withColumn("window_start", F.explode(starts)).withColumn("window_end", F.col("window_start") + size)
         assert isinstance(shape, Session)
-        return out.withColumn("window_start", F.col(TS)).withColumn("window_end", F.col(TS) + shape.gap)
+        return out.withColumn("window_start", F.col(TS)).withColumn("window_end", F.col(TS) + micros(shape.gap))
 
     def valid(self) -> Column:
         """Rows that can be windowed: an event time and every key column."""
@@ -337,11 +341,11 @@ class Layout:
             *[final_sql(out, func) for out, (func, _) in self.aggregates.items()],
         )
 
-    def late_rows(self, assigned: DataFrame, input_columns: Sequence[str], watermark: int) -> DataFrame:
+    def late_rows(self, assigned: DataFrame, input_columns: Sequence[str], watermark: int, text: Callable[[str], Column]) -> DataFrame:
         """Rows whose window had closed (its end at or below ``watermark``), with the
-        window and a reason."""
+        window and a reason (times as ``text`` of a SQL expression writes them)."""
         reason = F.format_string(
-            "late: window [%d, %d) had closed (watermark %d)", F.col("window_start"), F.col("window_end"), F.lit(watermark)
+            "late: window [%s, %s) had closed (watermark %s)", text("window_start"), text("window_end"), text(f"{watermark}L")
         )
         late = assigned.filter(F.col("window_end") <= F.lit(watermark))
         return late.select(*map(quote, input_columns), "window_start", "window_end", reason.alias("reason"))
@@ -387,20 +391,22 @@ def window_function_rows(
     return windows.mapInArrow(run, output)
 
 
-def late_schema(input_schema: StructType) -> StructType:
+def late_schema(input_schema: StructType, bound: DataType | None = None) -> StructType:
+    """A late row: the input's columns, its window (``bound``: the bounds' type) and a reason."""
+    bound = bound or LongType()
     return StructType(
-        [*input_schema.fields, StructField("window_start", LongType()), StructField("window_end", LongType()), StructField("reason", StringType())]
+        [*input_schema.fields, StructField("window_start", bound), StructField("window_end", bound), StructField("reason", StringType())]
     )
 
 
-def signature(spec: WindowSpec, cec: bool) -> str:
+def signature(spec: WindowSpec, cec: bool, time: EventTime) -> str:
     """The settings a window processor's stored state depends on, as text."""
     fn = getattr(spec.fn, "__qualname__", repr(spec.fn)) if spec.fn is not None else None
     parts = [
-        repr(spec.shape),
+        shape_text(spec, time),
         f"key={list(spec.key)}",
         f"time={spec.time}",
-        f"delay={spec.watermark_delay}",
+        f"delay={time.delay}",
         f"mode={spec.mode}",
         f"aggregates={sorted(spec.aggregates.items())}",
         f"fn={fn}" if fn else "",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from falkirk.graph import Session, Sliding, Tumbling, WindowShape
+from falkirk.graph.durations import micros
 
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
@@ -34,12 +35,14 @@ class Expected:
 def windows_of(ts: int, shape: WindowShape) -> list[tuple[int, int]]:
     """The fixed windows ``(start, end)`` a row at ``ts`` falls in."""
     if isinstance(shape, Tumbling):
-        start = ts - ts % shape.size
-        return [(start, start + shape.size)]
+        size = micros(shape.size)
+        start = ts - ts % size
+        return [(start, start + size)]
     assert isinstance(shape, Sliding)
-    last = ts - ts % shape.slide
-    starts = range(last, ts - shape.size, -shape.slide)
-    return sorted((s, s + shape.size) for s in starts if s > ts - shape.size)
+    size, slide = micros(shape.size), micros(shape.slide)
+    last = ts - ts % slide
+    starts = range(last, ts - size, -slide)
+    return sorted((s, s + size) for s in starts if s > ts - size)
 
 
 class Windows:
@@ -95,10 +98,10 @@ class Windows:
         new: dict[str, list[list[int]]] = {}
         touched: set[tuple[str, int]] = set()
         for ts, key in rows:
-            if wm is not None and ts + self.shape.gap <= wm:
+            if wm is not None and ts + micros(self.shape.gap) <= wm:
                 self.late += 1
                 continue
-            new.setdefault(key, []).append([ts, ts + self.shape.gap, 1])
+            new.setdefault(key, []).append([ts, ts + micros(self.shape.gap), 1])
         for key, intervals in new.items():
             merged: list[list[int]] = []
             fresh: list[bool] = []
