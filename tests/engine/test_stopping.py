@@ -67,6 +67,12 @@ def test_stop_from_another_thread_finishes_the_epochs_in_flight(spark: SparkSess
     assert not list((work / "out" / "_pending").iterdir()), "nothing half-written is left"
     assert engine.stop() is True  # no run in progress: nothing to do
 
+    # On the run's own thread (its on_epoch callback) stop() asks and cannot wait.
+    asked: list[bool] = []
+    inside = Engine(counting(tmp_path / "inside"), str(tmp_path / "inside" / "state"), spark=spark,
+                    on_epoch=lambda e, _, __: asked.append(inside.stop()) if e == 1 else None)  # fmt: skip
+    assert inside.run().stopped == "stop()" and asked == [False]
+
     again = Engine(counting(work), str(work / "state"), spark=spark).run()
     assert again.epochs[0] == last + 1 and again.stopped is None
     pd.testing.assert_frame_equal(table(work), table(reference))

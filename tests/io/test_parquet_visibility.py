@@ -138,3 +138,53 @@ def test_a_released_table_is_always_a_prefix_and_a_failure_rewrites_nothing_seen
     shown = epochs_in(work / "out")
     assert shown == list(range(len(shown)))
     pd.testing.assert_frame_equal(got, want[want["epoch"] < len(shown)].reset_index(drop=True))
+
+
+def test_a_replayed_last_epoch_is_published_again(spark: SparkSession, tmp_path: Path) -> None:
+    """A failure after the last epoch committed (and was published) rolls the sink
+    back and replays that epoch: its new file is moved in too, nothing stays pending."""
+    def counting(work: Path) -> Pipeline:
+        p = Pipeline("replayed")
+        (
+            p.source("src", keyed_generator(batches=6, rows_per_batch=100, keys=10, seed=3))
+            .aggregate("agg", "key", {"n": ("count", None)}, policy=LazyCheckpoint(every=5))  # replays epoch 6 alone
+            .sink("out", ParquetTableSink(str(work / "out")))
+        )
+        return p
+
+    Engine(counting(tmp_path / "ref"), str(tmp_path / "ref" / "state"), spark=spark).run()
+    failed: list[int] = []
+
+    def fail_at_the_end(epoch: int, _: float, __: object) -> None:
+        if epoch == 6 and not failed:
+            failed.append(epoch)
+            engine.fail("agg")
+
+    work = tmp_path / "run"
+    engine = Engine(counting(work), str(work / "state"), spark=spark, on_epoch=fail_at_the_end)
+    report = engine.run()
+    assert failed and report.partial, "the failure rolled back"
+    assert list((work / "out" / "_pending").iterdir()) == []
+    assert epochs_in(work / "out") == list(range(7))
+    got = pd.read_parquet(work / "out").sort_values(["epoch", "key"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, pd.read_parquet(tmp_path / "ref" / "out").sort_values(["epoch", "key"]).reset_index(drop=True))
+
+
+def test_a_run_on_another_thread_publishes_its_epochs(spark: SparkSession, tmp_path: Path) -> None:
+    """The thread that publishes has no active Spark session of its own."""
+    import threading
+
+    p = Pipeline("threaded")
+    p.source("src", keyed_generator(batches=2, rows_per_batch=10, keys=3, seed=1)).sink("out", ParquetTableSink(str(tmp_path / "out")))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            Engine(p, str(tmp_path / "state"), spark=spark).run()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=300)
+    assert errors == [] and epochs_in(tmp_path / "out") == [0, 1, 2]

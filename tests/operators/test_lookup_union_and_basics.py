@@ -115,4 +115,7 @@ def test_sink_writes_an_epoch_and_returns_its_files(harness, tmp_path: Path) -> 
     h.operator.start()
     files = h.operator.emit(Step(1, [h.frame(0, [("a",), ("b",)])]))
     assert files is not None and len(files) == 1 and files[0].sha256
+    assert pd.read_parquet(tmp_path / "out").empty, "written, not committed: not shown yet"
+    h.operator.publish_output(1)  # the epoch committed
     assert sorted(pd.read_parquet(tmp_path / "out")["k"]) == ["a", "b"]
+    assert (tmp_path / "out" / "epoch-0000000001.parquet").stat().st_size == files[0].size

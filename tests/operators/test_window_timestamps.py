@@ -115,3 +115,20 @@ def test_sizes_of_the_other_kind_are_refused(spark: SparkSession) -> None:
     with pytest.raises(GraphError, match="is not a duration; write it as Spark writes intervals"):
         Tumbling("ten minutes")
     assert Tumbling(timedelta(minutes=10)).size == Duration(600_000_000, "0:10:00")
+
+
+def test_the_first_and_last_event_time_of_a_window_are_timestamps(spark: SparkSession) -> None:
+    spec = WindowSpec(
+        key=("word",), time="ts", shape=Tumbling("1 minute"), watermark_delay="0 seconds",
+        aggregates={"n": ("count", None), "first": ("min", "ts"), "last": ("max", "ts")},
+    )  # fmt: skip
+    op = operator_for(Processor("w", spec, (Input("in", "out"),), Stateless()), spark)
+    op.set_up([spark.createDataFrame([], "word string, ts timestamp").schema])
+    rows = spark.createDataFrame([("a", 5), ("a", 50), ("a", 70)], "word string, s long").select("word", F.timestamp_seconds("s").alias("ts"))
+    out = op.step(Step(1, [rows], final=True))["out"]
+    assert out.schema["last"].dataType.simpleString() == "timestamp"
+    got = sorted(seconds(out, "window_start", "first", "last").select("window_start", "n", "first", "last").collect())
+    assert [tuple(r) for r in got] == [(0, 2, 5, 50), (60, 1, 70, 70)]
+    with pytest.raises(GraphError, match=r"a sum or an average of the timestamp column 'ts' means nothing"):
+        bad = WindowSpec(key=("word",), time="ts", shape=Tumbling("1 minute"), aggregates={"s": ("sum", "ts")})
+        operator_for(Processor("w", bad, (Input("in", "out"),), Stateless()), spark).set_up([spark.createDataFrame([], "word string, ts timestamp").schema])

@@ -10,10 +10,12 @@ damaged or full storage, or Falkirk's own), the epoch is *diagnosed* before the 
 stops - only then: a run that does not fail pays nothing:
 
 1. **the processor**: every output the epoch built above the processor where the
-   error surfaced is run alone, in graph order, into Spark's no-op sink; the first
-   that fails names its processor (none: the processor where it surfaced);
+   error surfaced is run alone, in graph order, into Spark's no-op sink (running
+   their user functions and UDFs again); the first that fails with the same cause
+   names its processor (none: the processor where it surfaced);
 2. **the user's line**: a stateless processor's step is built again with PySpark's
-   DataFrame call-site capture on and run again, so that Spark's query context names
+   DataFrame call-site capture on (its user function is called again: it builds a
+   plan) and run again, so that Spark's query context names
    the file and line of the failing expression; for a Python exception (a user
    function in a ``map``'s UDF or a ``stateful`` function) the innermost frame of its
    traceback outside PySpark and Falkirk;
@@ -33,6 +35,7 @@ import logging
 import os
 import re
 import sysconfig
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +67,10 @@ _NOT_USERS = (
     "<frozen ",
 )
 _USERS_IN_ENGINE = (os.path.join(_ENGINE, "demo"), os.path.join(_ENGINE, "testing"))
+
+
+#: Held while PySpark's call-site capture is switched on (:func:`_call_sites`).
+_CAPTURING = threading.Lock()
 
 
 def _is_users(path: str) -> bool:
@@ -165,7 +172,9 @@ def diagnose(state: RunState, surfaced: Processor, work: EpochWork, exc: BaseExc
     for q in _above(state, surfaced):
         outputs = [df for (name, _), df in list(work.outputs.items()) if name == q.name]
         error = next((e for e in map(_run_alone, outputs) if e is not None), None)
-        if error is not None and cause_of(error) is not None:
+        # The same cause only: run alone, an output computes what the epoch's plan
+        # pruned or filtered away, and may fail on that instead.
+        if error is not None and cause_of(error) == cause:
             culprit, failed = q, error
             break
     line = _user_frame(str(failed)) or _call_site(state, culprit, work)
@@ -208,12 +217,13 @@ def _call_sites(spark: SparkSession) -> Iterator[None]:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     SparkSession._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
-    before = origin._enable_debugging_cache
-    origin._enable_debugging_cache = True  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        origin._enable_debugging_cache = before
+    with _CAPTURING:  # (PySpark's switch is one module global: one diagnosis at a time)
+        before = origin._enable_debugging_cache
+        origin._enable_debugging_cache = True  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            origin._enable_debugging_cache = before
 
 
 def _call_site(state: RunState, p: Processor, work: EpochWork) -> str | None:

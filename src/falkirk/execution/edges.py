@@ -29,7 +29,7 @@ class EdgeActions:
         self.pair = pair
         self.observer = observer
         self.released: dict[str, int] = {}
-        #: Per sink, the committed epoch it last published (its frontier then).
+        #: Per sink, the committed epoch it last published up to (its frontier then).
         self.published: dict[str, int] = {}
         self.acknowledged: dict[str, int] = {}
         #: Per source, (epoch, offsets) acknowledgeable here that the pair's other
@@ -46,10 +46,13 @@ class EdgeActions:
             self.pair.progress(committed, released, dict(ledger.acknowledgeable))
         for name in ledger.sinks:
             upto = self.state.frontier[name]
-            if upto != self.published.get(name):  # (lower after a rollback: the replay publishes again)
+            if upto != self.published.get(name):
                 crash_point(CrashPoint.SINK_PUBLISH)
-                self.state.operators[name].publish_output(upto)
-                self.published[name] = upto
+            # Every time, not only when the frontier moved: after a rollback the
+            # replay of an epoch published before writes it again, and the frontier
+            # comes back to where it was (a publish with nothing pending is a listing).
+            self.state.operators[name].publish_output(upto)
+            self.published[name] = upto
         for name, upto in ledger.released.items():
             if upto > self.released.get(name, 0):
                 crash_point(CrashPoint.SINK_RELEASE)

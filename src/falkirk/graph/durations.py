@@ -45,8 +45,9 @@ class Duration:
         return f"Duration({self.text!r})"
 
 
-def duration(value: str | timedelta, what: str) -> Duration:
-    """``value`` as a :class:`Duration` (``what`` names it in errors)."""
+def duration(value: str | timedelta, what: str, *, minimum: int = 1) -> Duration:
+    """``value`` as a :class:`Duration` of at least ``minimum`` microseconds
+    (``what`` names it in errors)."""
     if isinstance(value, timedelta):
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         text = str(value)
@@ -66,8 +67,8 @@ def duration(value: str | timedelta, what: str) -> Duration:
                 f"{what}: {value!r} is not a duration; write it as Spark writes intervals, e.g. '10 minutes', "
                 "'1 hour 30 minutes', '500 milliseconds', or give a datetime.timedelta"
             )
-    if micros < 1:
-        raise GraphError(f"{what}: the duration {text!r} must be positive")
+    if micros < minimum:
+        raise GraphError(f"{what}: the duration {text!r} must be {'positive' if minimum == 1 else f'at least {minimum} microseconds'}")
     return Duration(micros, text)
 
 
@@ -82,7 +83,7 @@ def span(value: int | str | timedelta | Duration, what: str, *, minimum: int = 1
         if value < minimum:
             raise GraphError(f"{what}: must be an integer >= {minimum}, got {value!r}")
         return value
-    return duration(value, what)
+    return duration(value, what, minimum=minimum)
 
 
 def micros(value: int | Duration) -> int:

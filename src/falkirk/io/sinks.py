@@ -187,11 +187,13 @@ class ParquetTableSink:
                 fs.delete(checksum_file(fs, path))
 
     def _fs(self) -> tuple[FileSystem, str]:
+        """The table's file system, through the session :meth:`prepare` was given
+        (the thread that publishes or releases may have no active session)."""
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.getActiveSession()
+        spark = self.__dict__.get("_spark") or SparkSession.getActiveSession()
         if spark is None:
-            raise GraphError("internal: ParquetTableSink used without an active SparkSession")
+            raise GraphError("internal: ParquetTableSink used before prepare() and without an active SparkSession")
         return filesystem_for(self.path, spark)
 
     def _pending(self, fs: FileSystem, root: str) -> list[tuple[int, str]]:
@@ -202,6 +204,7 @@ class ParquetTableSink:
     def prepare(self, empty: DataFrame) -> None:
         """Make the table readable before the first epoch (an empty file with the
         schema) and remove staging files of writes a crash interrupted."""
+        object.__setattr__(self, "_spark", empty.sparkSession)  # (a cache, not part of the sink's value)
         fs, root = filesystem_for(self.path, empty.sparkSession)
         fs.mkdirs(root)
         entries = fs.children(root)

@@ -13,6 +13,7 @@ aligned at 1970-01-01, as Spark's ``window()`` and ``session_window()`` align th
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -31,8 +32,8 @@ from falkirk.graph import GraphError
 from falkirk.graph.durations import micros
 from falkirk.graph.windows import WindowShape, WindowSpec
 
-#: 1970-01-01 00:00:00 as a wall-clock time (a ``timestamp_ntz``'s zero).
-_NTZ_ZERO = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+#: Microseconds per day.
+_DAY = 86_400_000_000
 
 
 def shape_text(spec: WindowSpec, time: EventTime) -> str:
@@ -97,6 +98,18 @@ class EventTime:
     def timed(self) -> bool:
         return self.kind is not TimeKind.INTEGER
 
+    def aggregates_of_time(self, aggregates: Mapping[str, tuple[str, str | None]]) -> tuple[str, ...]:
+        """The aggregates over a timestamp event-time column itself: ``min`` and
+        ``max`` (computed in microseconds, given back as timestamps); a sum or an
+        average of timestamps is refused, as Spark refuses it."""
+        if not self.timed:
+            return ()
+        over = {out: func for out, (func, column) in aggregates.items() if column == self.column}
+        summed = sorted(out for out, func in over.items() if func in ("sum", "avg"))
+        if summed:
+            raise GraphError(f"window aggregates {summed}: a sum or an average of the {self.kind.value} column {self.column!r} means nothing; use min or max")
+        return tuple(out for out, func in over.items() if func in ("min", "max"))
+
     @property
     def bound_type(self) -> DataType:
         """The type of ``window_start`` and ``window_end`` as users see them."""
@@ -112,11 +125,14 @@ class EventTime:
         """Rows with their time column in the units computed with."""
         if not self.timed:
             return rows
-        column = F.col(self.column)
         if self.kind is TimeKind.TIMESTAMP:
-            inside = F.unix_micros(column)
-        else:
-            inside = F.expr(f"timestampdiff(MICROSECOND, {_NTZ_ZERO}, `{self.column}`)")  # the wall clock, no time zone
+            inside = F.unix_micros(F.col(self.column))
+        else:  # from the wall clock's fields, which no time zone touches (a cast would)
+            c = f"`{self.column}`"
+            inside = F.expr(
+                f"date_diff(to_date({c}), DATE'1970-01-01') * {_DAY}L + hour({c}) * 3600000000L + minute({c}) * 60000000L"
+                f" + CAST(date_part('SECOND', {c}) * 1000000 AS BIGINT)"
+            )
         return rows.withColumn(self.column, inside)
 
     def outside(self, name: str) -> Column:
@@ -131,8 +147,13 @@ class EventTime:
     def _outside_sql(self, sql: str) -> str:
         if self.kind is TimeKind.TIMESTAMP:
             return f"timestamp_micros({sql})"
-        if self.kind is TimeKind.TIMESTAMP_NTZ:
-            return f"timestampadd(MICROSECOND, {sql}, {_NTZ_ZERO})"
+        if self.kind is TimeKind.TIMESTAMP_NTZ:  # the wall clock's fields again (see to_inside)
+            day = f"date_add(DATE'1970-01-01', CAST(({sql} - pmod({sql}, {_DAY}L)) div {_DAY}L AS INT))"
+            rest = f"pmod({sql}, {_DAY}L)"
+            return (
+                f"make_timestamp_ntz(year({day}), month({day}), day({day}), CAST({rest} div 3600000000L AS INT),"
+                f" CAST(pmod({rest}, 3600000000L) div 60000000L AS INT), CAST(pmod({rest}, 60000000L) AS DECIMAL(16, 6)) / 1000000)"
+            )
         return sql
 
     def to_outside(self, rows: DataFrame, *columns: str) -> DataFrame:

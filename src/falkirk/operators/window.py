@@ -82,6 +82,8 @@ class WindowOperator(KeyedOperator):
         require(schema, [*spec.key, spec.time, *columns])
         #: The event-time column and the units computed with (microseconds over a timestamp).
         self.time = EventTime.of(spec, schema)
+        #: Aggregates of the event time itself (min, max), given back as timestamps.
+        self.time_outputs = self.time.aggregates_of_time(spec.aggregates)
         self.input_schema = schema
         schema = self.time.inside(schema)
         self.input_columns = schema.fieldNames()
@@ -112,7 +114,8 @@ class WindowOperator(KeyedOperator):
             fields += own.fields
         #: The output as computed (window bounds in the units computed with) and as seen.
         self.inside_output = StructType(fields)
-        self.output_schema = StructType([StructField(f.name, self.time.bound_type) if f.name in BOUNDS else f for f in fields])
+        timed = {*BOUNDS, *self.time_outputs}
+        self.output_schema = StructType([StructField(f.name, self.time.bound_type) if f.name in timed else f for f in fields])
         return {"out": self.output_schema, "late": late_schema(self.input_schema, self.time.bound_type)}
 
     def state_signature(self) -> StateSignature:
@@ -188,7 +191,7 @@ class WindowOperator(KeyedOperator):
             self.log.record(epoch, merged, classified, int(metrics.get("rows") or 0), self.marks())
         late_rows, invalid = self._late(rows, assigned, closed)
         shown = classified.filter(F.col(CLS) == "close") if self.spec.mode == "append" else classified.filter(F.col(UPDATED))
-        out = self.time.to_outside(self.layout.results(shown, self.inside_output), *BOUNDS)
+        out = self.time.to_outside(self.layout.results(shown, self.inside_output), *BOUNDS, *self.time_outputs)
         late_out = self.time.to_outside(late_rows.unionByName(invalid), self.spec.time, *BOUNDS)
         return {"out": out, "late": late_out}
 

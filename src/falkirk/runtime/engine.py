@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -73,7 +74,7 @@ from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.runtime.root import StorageRoot
-from falkirk.runtime.stopping import RunAbandoned, StopRequest, stop_on_signals
+from falkirk.runtime.stopping import StopRequest, jvm_stopped, stop_on_signals
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
@@ -195,10 +196,15 @@ class Engine:
         resumes after the last of them. SIGINT and SIGTERM do the same while
         :meth:`run` runs on the main thread, and a second one abandons the epochs in
         flight (see :mod:`falkirk.runtime.stopping`). ``wait``: return once the run
-        has ended (True), or when ``timeout`` seconds passed first (False). No run in
-        progress: nothing to do (True)."""
+        has ended (True), or when ``timeout`` seconds passed first (False); called on
+        the run's own thread (from ``on_epoch``) it cannot wait, and returns False. No
+        run in progress: nothing to do (True; a later :meth:`run` runs)."""
+        if not self._stop.running:
+            return True
         self._stop.ask("stop()")
-        return self._stop.wait_ended(timeout) if wait else True
+        if not wait or threading.get_ident() == self._stop.thread:
+            return not self._stop.running
+        return self._stop.wait_ended(timeout)
 
     # -- public -----------------------------------------------------------------------
 
@@ -260,8 +266,10 @@ class Engine:
             full = self._full_disk(exc)
             if full is not None:
                 raise full from exc
-            if self._stop.signalled:  # the signal reached the JVM too: nothing can finish
-                raise RunAbandoned(self._stop.failed_message(exc), str(self._stop.reason)) from exc
+            if self._stop.abandoned:  # a second signal cancelled the jobs this error comes from
+                raise self._stop.abandoning() from exc
+            if self._stop.signalled and jvm_stopped(self.spark):  # the signal reached the JVM too
+                raise self._stop.jvm_gone(exc) from exc
             raise
         finally:
             self._stop.end()
@@ -416,6 +424,8 @@ class Engine:
         inflight: deque[tuple[EpochWork, Future[None]]] = deque()
         idle_since: float | None = None
         while True:
+            if self._stop.abandoned:  # a second signal: the epochs in flight are not waited for
+                raise self._stop.abandoning()
             while (
                 len(inflight) < self.max_in_flight
                 and not self._failed

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from pyspark.sql import SparkSession
+
 logger = logging.getLogger(__name__)
 
 #: The signals a run stops on.
@@ -71,10 +73,16 @@ class StopRequest:
         self._ended.set()
         #: What asked: ``"stop()"``, ``"SIGINT"`` or ``"SIGTERM"`` (None: nothing yet).
         self.reason: str | None = None
+        #: A second signal abandoned the epochs in flight (their jobs are cancelled).
+        self.abandoned = False
+        #: The thread running the run (its ``on_epoch`` callback runs there too).
+        self.thread: int | None = None
 
     def begin(self) -> None:
-        """A run starts: no stop asked yet."""
+        """A run starts on this thread: no stop asked yet."""
         self.reason = None
+        self.abandoned = False
+        self.thread = threading.get_ident()
         self._asked.clear()
         self._ended.clear()
 
@@ -99,15 +107,6 @@ class StopRequest:
         """Whether a signal (not :meth:`Engine.stop`) asked."""
         return self.asked and str(self.reason).startswith("SIG")
 
-    def failed_message(self, exc: BaseException) -> str:
-        """What to say when the epochs in flight failed after a stop signal."""
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return (
-            f"{self.reason}: the epochs in flight could not finish ({type(exc).__name__}: {first}). A signal sent "
-            "to the whole process group stops the JVM too; signal only the Python process for a clean stop. "
-            "Nothing uncommitted is visible: run again with the same storage root to recover and resume"
-        )
-
     @property
     def running(self) -> bool:
         return not self._ended.is_set()
@@ -120,24 +119,58 @@ class StopRequest:
         """Wait until the run ended; False if ``timeout`` passed first."""
         return self._ended.wait(timeout)
 
+    def abandoning(self) -> RunAbandoned:
+        """The error a run raises once a second signal abandoned it."""
+        return RunAbandoned(f"{self.reason}: the epochs in flight were abandoned; run again with the same storage root to recover and resume", str(self.reason))
+
+    def jvm_gone(self, exc: BaseException) -> RunAbandoned:
+        """The error a run raises when a stop signal reached the JVM too (the epochs
+        in flight failed with ``exc``)."""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return RunAbandoned(
+            f"{self.reason}: the epochs in flight could not finish ({type(exc).__name__}: {first}): the JVM stopped too, "
+            "as it does when the whole process group is signalled; signal only the Python process for a clean stop. "
+            "Nothing uncommitted is visible: run again with the same storage root to recover and resume",
+            str(self.reason),
+        )
+
+
+def jvm_stopped(spark: SparkSession) -> bool:
+    """Whether the session's JVM is gone or its SparkContext stopped."""
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # the gateway answers no more
+        return True
+
 
 @contextmanager
 def stop_on_signals(request: StopRequest, cancel_jobs: Callable[[], None]) -> Iterator[None]:
     """While the body runs (on the main thread; elsewhere this does nothing), the
-    first SIGINT or SIGTERM asks ``request`` to stop; a second cancels the running
-    Spark jobs (``cancel_jobs``) and raises :class:`RunAbandoned`."""
+    first SIGINT or SIGTERM asks ``request`` to stop; a second marks it abandoned and
+    cancels the running Spark jobs (``cancel_jobs``), after which the run raises
+    :class:`RunAbandoned` at its next step. The handlers only note the signal: what
+    takes locks or calls the JVM runs on a thread of its own, never inside whatever
+    the main thread was doing when the signal came."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def handle(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
+    def first(name: str) -> None:
         if request.ask(name):
             logger.warning("%s: stopping once the epochs in flight are committed (%s again abandons them at once)", name, name)
-            return
+
+    def again(name: str) -> None:
         logger.warning("%s again: abandoning the epochs in flight; the next run recovers from the last committed epoch", name)
         cancel_jobs()
-        raise RunAbandoned(f"{name}: the epochs in flight were abandoned; run again with the same storage root to recover and resume", name)
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if not request.asked and request.reason is None:
+            request.reason = name  # (at once: a second signal before the thread ran is a second one)
+            threading.Thread(target=first, args=(name,), name="falkirk-stop", daemon=True).start()
+        else:
+            request.abandoned = True
+            threading.Thread(target=again, args=(name,), name="falkirk-abandon", daemon=True).start()
 
     previous = {s: signal.signal(s, handle) for s in STOP_SIGNALS}
     try:
