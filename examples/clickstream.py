@@ -29,7 +29,7 @@ from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.graph import GlobalCheckpoints
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine, RunAbandoned, exit_code
+from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--replicated", action="store_true", help="keep two copies of the state on different executors (a cluster of 2+ executors)")
     parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN, better: not on the command line)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO); on an error, its whole trace (the JVM's too)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
@@ -58,12 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
             engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1, pair=args.pair)
             report = engine.run()
-    except FalkirkError as exc:
-        print(f"clickstream: error: {exc}", file=sys.stderr)
-        return 2
-    except RunAbandoned as exc:
-        print(f"clickstream: {exc}", file=sys.stderr)
-        return exit_code(exc.signal_name)
+    except (FalkirkError, RunAbandoned) as exc:
+        return failed("clickstream", exc, args.verbose)
     return exit_code(report.stopped)
 
 

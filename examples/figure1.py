@@ -25,7 +25,7 @@ import sys
 from falkirk.demo.figure1 import build_pipeline, explain
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine, RunAbandoned, exit_code
+from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--batch-every", type=int, default=3, help="epochs between runs of the batch computation (default 3)")
     parser.add_argument("--explain", action="store_true", help="print what a failure in each regime would roll back")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions, iterations and chunks (INFO)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions, iterations and chunks (INFO); on an error, its whole trace (the JVM's too)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch")
     args = parser.parse_args(argv)
     if args.batch_every < 1:
@@ -51,12 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.explain:
             for regime, lines in explain(pipeline, args.storage).items():
                 print(f"a failure in the {regime} regime: " + "\n".join(lines))
-    except FalkirkError as exc:
-        print(f"figure1: error: {exc}", file=sys.stderr)
-        return 2
-    except RunAbandoned as exc:
-        print(f"figure1: {exc}", file=sys.stderr)
-        return exit_code(exc.signal_name)
+    except (FalkirkError, RunAbandoned) as exc:
+        return failed("figure1", exc, args.verbose)
     return exit_code(report.stopped)
 
 

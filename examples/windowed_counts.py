@@ -26,7 +26,7 @@ import sys
 from falkirk.demo.windowed import CEC_REPLAY_TARGET, build_pipeline, policy_named, shape_of
 from falkirk.exceptions import FalkirkError
 from falkirk.ops.progress import Progress
-from falkirk.runtime import Engine, RunAbandoned, exit_code
+from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", choices=["cec", "lazy", "eager"], default="cec", help="how the window state is checkpointed (default cec)")
     parser.add_argument("--replay-target", type=int, default=CEC_REPLAY_TARGET, metavar="ROWS", help=f"cec: input rows a recovery replays at most, about (U; default {CEC_REPLAY_TARGET})")
     parser.add_argument("--extent-target", type=int, default=None, metavar="ROWS", help="cec: log rows a recovery reads at most, about (Q; default none)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO); on an error, its whole trace (the JVM's too)")
     parser.add_argument("--progress", action="store_true", help="show progress per epoch")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -59,12 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{int(counts['late_rows'])} late rows",
             file=sys.stderr,
         )
-    except FalkirkError as exc:
-        print(f"windowed_counts: error: {exc}", file=sys.stderr)
-        return 2
-    except RunAbandoned as exc:
-        print(f"windowed_counts: {exc}", file=sys.stderr)
-        return exit_code(exc.signal_name)
+    except (FalkirkError, RunAbandoned) as exc:
+        return failed("windowed_counts", exc, args.verbose)
     return exit_code(report.stopped)
 
 

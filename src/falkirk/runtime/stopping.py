@@ -54,16 +54,6 @@ class RunAbandoned(KeyboardInterrupt):
         self.signal_name = signal_name
 
 
-def exit_code(stopped_by: str | None) -> int:
-    """A command's exit code for a run that ended because of ``stopped_by``: 0 when
-    it ran to its end (None) or :meth:`Engine.stop` stopped it, else 128 + the
-    signal's number, the shell's convention (130 for SIGINT, 143 for SIGTERM),
-    whether the epochs in flight were committed (a clean stop) or abandoned."""
-    if stopped_by is None or not stopped_by.startswith("SIG"):
-        return 0
-    return 128 + int(signal.Signals[stopped_by])
-
-
 class StopRequest:
     """Whether the current run was asked to stop, and by what (thread-safe)."""
 

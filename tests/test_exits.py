@@ -1,0 +1,29 @@
+"""How a command ends: one line and its exit code; with -v the whole trace too."""
+
+from __future__ import annotations
+
+import pytest
+
+from falkirk.exceptions import FalkirkError
+from falkirk.runtime import RunAbandoned, exit_code, failed
+
+
+def test_an_error_is_one_line_and_exit_2_and_the_trace_only_when_verbose(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        try:
+            raise ValueError("the JVM's own words")
+        except ValueError as cause:
+            raise FalkirkError("processor 'parse' failed on epoch 2's data") from cause
+    except FalkirkError as exc:
+        error = exc
+    assert failed("demo", error) == 2
+    assert capsys.readouterr().err == "demo: error: processor 'parse' failed on epoch 2's data\n"
+    assert failed("demo", error, verbose=True) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "the JVM's own words" in err and err.endswith("demo: error: processor 'parse' failed on epoch 2's data\n")
+
+
+def test_a_signal_ends_with_128_plus_its_number(capsys: pytest.CaptureFixture[str]) -> None:
+    assert failed("demo", RunAbandoned("SIGTERM: abandoned", "SIGTERM")) == 143
+    assert capsys.readouterr().err == "demo: SIGTERM: abandoned\n"
+    assert (exit_code(None), exit_code("stop()"), exit_code("SIGINT"), exit_code("SIGTERM")) == (0, 0, 130, 143)
