@@ -134,7 +134,7 @@ def test_an_error_the_write_would_meet_again_is_not_retried_and_reaches_the_user
     source = GeneratorSource("k string, v long", 1, lambda spark, b: spark.createDataFrame([(key, 1)], "k string, v long"), 1)
     p.source("src", source).sink("out", PostgresSink(postgres_server.dsn, table, key=("k",), retry_seconds=60))
     started = time.monotonic()
-    with pytest.raises(FalkirkError, match=r"processor 'out' failed in a Spark task on epoch 1: .*SQLSTATE 54000.*index row"):
+    with pytest.raises(FalkirkError, match=r"processor 'out' failed writing epoch 1: .*SQLSTATE 54000.*index row"):
         Engine(p, str(tmp_path / "state"), spark=spark).run()
     assert time.monotonic() - started < 50  # not retried for a minute
     assert rows(postgres_server.dsn, table) == []
