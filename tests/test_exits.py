@@ -27,3 +27,18 @@ def test_a_signal_ends_with_128_plus_its_number(capsys: pytest.CaptureFixture[st
     assert failed("demo", RunAbandoned("SIGTERM: abandoned", "SIGTERM")) == 143
     assert capsys.readouterr().err == "demo: SIGTERM: abandoned\n"
     assert (exit_code(None), exit_code("stop()"), exit_code("SIGINT"), exit_code("SIGTERM")) == (0, 0, 130, 143)
+
+
+def test_a_signal_that_stopped_the_jvm_too_is_said_even_when_the_error_cannot_say_itself() -> None:
+    from falkirk.runtime.stopping import StopRequest
+
+    class AsksTheJvm(Exception):  # a Py4JJavaError fetches its text from the JVM
+        def __str__(self) -> str:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    request = StopRequest()
+    request.begin()
+    request.ask("SIGTERM")
+    abandoned = request.jvm_gone(AsksTheJvm())
+    assert abandoned.signal_name == "SIGTERM" and exit_code(abandoned.signal_name) == 143
+    assert str(abandoned).startswith("SIGTERM: the epochs in flight could not finish (AsksTheJvm: its text is in the JVM, which is gone)")

@@ -116,7 +116,10 @@ class StopRequest:
     def jvm_gone(self, exc: BaseException) -> RunAbandoned:
         """The error a run raises when a stop signal reached the JVM too (the epochs
         in flight failed with ``exc``)."""
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        try:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        except Exception:  # a Py4J error asks the (gone) JVM for its text
+            first = "its text is in the JVM, which is gone"
         return RunAbandoned(
             f"{self.reason}: the epochs in flight could not finish ({type(exc).__name__}: {first}): the JVM stopped too, "
             "as it does when the whole process group is signalled; signal only the Python process for a clean stop. "
