@@ -74,7 +74,7 @@ from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.runtime.root import StorageRoot
-from falkirk.runtime.stopping import StopRequest, jvm_stopped, stop_on_signals
+from falkirk.runtime.stopping import StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
@@ -260,30 +260,18 @@ class Engine:
             with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs):
                 report = self._run_locked(schedule, standby, on_standby)
             if self._stop.asked:
-                self._stopped(report)
+                last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
+                self._stop.stopped(report, last, self.root)
             return report
         except Exception as exc:  # whichever write found its file system full: say which, in one line
-            full = self._full_disk(exc)
-            if full is not None:
-                raise full from exc
-            if self._stop.abandoned:  # a second signal cancelled the jobs this error comes from
-                raise self._stop.abandoning() from exc
-            if self._stop.signalled and jvm_stopped(self.spark):  # the signal reached the JVM too
-                raise self._stop.jvm_gone(exc) from exc
+            said = self._full_disk(exc) or self._stop.ended_by(exc, self.spark)
+            if said is not None:
+                raise said from exc
             raise
         finally:
             self._stop.end()
             if self.dashboard is not None:
                 self.dashboard.stop()
-
-    def _stopped(self, report: RunReport) -> None:
-        """A clean stop: say where, and how to resume, in one line."""
-        report.stopped = self._stop.reason
-        last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
-        logger.warning(
-            "stopped (%s) after epoch %d, committed; run again with storage root %s to resume from epoch %d",
-            report.stopped, last, self.root, last + 1,
-        )  # fmt: skip
 
     def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         if standby:

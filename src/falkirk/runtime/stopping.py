@@ -37,6 +37,8 @@ from types import FrameType
 
 from pyspark.sql import SparkSession
 
+from falkirk.execution.report import RunReport
+
 logger = logging.getLogger(__name__)
 
 #: The signals a run stops on.
@@ -108,6 +110,25 @@ class StopRequest:
     def wait_ended(self, timeout: float | None) -> bool:
         """Wait until the run ended; False if ``timeout`` passed first."""
         return self._ended.wait(timeout)
+
+    def stopped(self, report: RunReport, last: int, root: str) -> None:
+        """A clean stop after epoch ``last``: recorded in ``report``, and said in one
+        line with how to resume."""
+        report.stopped = self.reason
+        logger.warning(
+            "stopped (%s) after epoch %d, committed; run again with storage root %s to resume from epoch %d",
+            report.stopped, last, root, last + 1,
+        )  # fmt: skip
+
+    def ended_by(self, exc: BaseException, spark: SparkSession) -> RunAbandoned | None:
+        """What a run that failed with ``exc`` after a stop signal raises instead: a
+        second signal cancelled the jobs ``exc`` comes from, or the signal reached the
+        JVM too; None if neither (``exc`` is the run's own error)."""
+        if self.abandoned:
+            return self.abandoning()
+        if self.signalled and jvm_stopped(spark):
+            return self.jvm_gone(exc)
+        return None
 
     def abandoning(self) -> RunAbandoned:
         """The error a run raises once a second signal abandoned it."""
