@@ -4,6 +4,7 @@ test_clickstream_recovery.py.)"""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from falkirk.graph import (
     LogOutputs,
     Pipeline,
 )
+from falkirk.execution.epoch import EpochRunner
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.spark.blocks import checkpointed_rdds, lost_blocks
@@ -251,7 +253,7 @@ def test_lost_state_blocks_fail_only_what_lost_or_moved(spark, clicks: Path, tmp
     assert_whole_output(spark, tmp_path, clicks)
 
 
-def test_a_loss_while_rerunning_leaves_a_survivor_ahead_with_its_committed_epochs(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_loss_while_rerunning_leaves_a_survivor_ahead_with_its_committed_epochs(spark, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Review: user_stats (lazy, checkpoint at 4) fails after epoch 6 and re-runs 5
     and 6 while sessions, a survivor, stands at 6. user_stats' blocks are then lost
     during the re-run of epoch 6, with epoch 7 in flight: sessions (whole) takes back
@@ -261,15 +263,27 @@ def test_a_loss_while_rerunning_leaves_a_survivor_ahead_with_its_committed_epoch
     clicks = tmp_path / "in"  # sessions span files: a lost epoch of sessions' state shows later
     write_input(clicks, files=9, sessions_per_file=20, users=6, seed=5)
     engine = Engine(pipeline(clicks, tmp_path, EagerCheckpoint(), LazyCheckpoint(every=4)), tmp_path / "state", spark=spark, max_in_flight=2)
+    rerun_5_committed = threading.Event()
 
     def on_epoch(epoch: int, _: float, report) -> None:  # type: ignore[no-untyped-def]
         if epoch == 5 and not report.partial:
             engine.fail("user_stats")  # takes effect once nothing is in flight: after 6
         elif epoch == 5 and len(report.partial) == 1 and not report.executor_losses:
+            rerun_5_committed.set()  # epoch 7 is planned only after this returns
+
+    compute = EpochRunner.compute
+
+    def lose_blocks_before_rerun_of_6(runner: EpochRunner, work) -> None:  # type: ignore[no-untyped-def]
+        # The blocks go when the re-run of 6 starts computing (after 5 committed), not
+        # when on_epoch(5) runs: by then 6 may have computed already (a race CI lost).
+        if work.epoch == 6 and len(engine.report.partial) == 1 and not engine.report.executor_losses:
+            assert rerun_5_committed.wait(120)
             for df in engine.state.operators["user_stats"].held() or []:
                 for rdd in checkpointed_rdds(df):
                     rdd.unpersist(True)
+        compute(runner, work)
 
+    monkeypatch.setattr(EpochRunner, "compute", lose_blocks_before_rerun_of_6)
     engine.on_epoch = on_epoch
     report = engine.run()
     assert report.partial[0][:2] == ({"user_stats"}, 6) and report.partial[0][2]["user_stats"] == 4
