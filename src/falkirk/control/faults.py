@@ -25,7 +25,10 @@ written, not committed); and in a recovery that replays a processor's own input 
 (continuous eventual checkpoints): ``catch_up.started`` (the eventual checkpoint is
 loaded, nothing replayed) and ``catch_up.epoch`` (one more input epoch replayed).
 In a driver pair (:data:`PAIR_POINTS`): ``pair.claimed`` and ``pair.written`` (see
-:mod:`falkirk.execution.pairing`).
+:mod:`falkirk.execution.pairing`). When a processor sets rows aside
+(:data:`QUARANTINE_POINTS`): ``quarantine.found`` (the failing rows found; the
+epochs in flight not yet discarded) and ``quarantine.written`` (the rows set aside
+written or counted, not committed).
 
 ``FALKIRK_KILL_WORKER_AT="point:n"`` (with ``FALKIRK_CLUSTER_DIR`` naming a cluster
 started by :mod:`falkirk.spark.standalone`) instead SIGKILLs a worker of that
@@ -83,6 +86,8 @@ class CrashPoint(StrEnum):
     CATCH_UP_EPOCH = "catch_up.epoch"
     PAIR_CLAIMED = "pair.claimed"
     PAIR_WRITTEN = "pair.written"
+    QUARANTINE_FOUND = "quarantine.found"
+    QUARANTINE_WRITTEN = "quarantine.written"
 
 
 #: Reached by every pipeline (``meta.uploaded`` only with a URI storage root).
@@ -114,6 +119,10 @@ CHUNK_POINTS = (CrashPoint.CHUNK_WRITTEN, CrashPoint.CHUNK_COMMITTED)
 STATE_POINTS = (CrashPoint.STATE_WRITTEN, CrashPoint.CATCH_UP_STARTED, CrashPoint.CATCH_UP_EPOCH)
 #: Reached only by a driver of a driver pair (:mod:`falkirk.execution.pairing`).
 PAIR_POINTS = (CrashPoint.PAIR_CLAIMED, CrashPoint.PAIR_WRITTEN)
+#: Reached only when a processor sets rows aside (:mod:`falkirk.graph.errors`): the
+#: failing rows found, the epochs in flight about to be discarded; and the rows set
+#: aside written (to the quarantine table or counted), not yet committed.
+QUARANTINE_POINTS = (CrashPoint.QUARANTINE_FOUND, CrashPoint.QUARANTINE_WRITTEN)
 #: The environment variables that arm crash points.
 ARMING = ("FALKIRK_CRASH_AT", "FALKIRK_KILL_WORKER_AT")
 

@@ -2,7 +2,7 @@
 
 The engine runs epochs; whenever something fails it hands over to the coordinator,
 which decides what rolls back and does it, the way Flink's CheckpointCoordinator
-owns its checkpoints. The four paths:
+owns its checkpoints. The five paths:
 
 1. **Restart** (:meth:`RecoveryCoordinator.restart`): a run starts on a root with
    committed work. Every processor has failed; the solver picks each one's frontier
@@ -20,6 +20,11 @@ owns its checkpoints. The four paths:
    recovery); the run ends and the engine runs again in this driver, recovering by
    path 1 without a JVM start.
 
+5. **Rows set aside** (:meth:`RecoveryCoordinator.set_aside`): an epoch failed on
+   rows a processor cannot process, now found (:mod:`falkirk.execution.isolation`);
+   they are set aside for the epoch, and the epochs in flight are discarded and run
+   again as in path 3.
+
 Paths 3 and 4 give up (raising the last error) after :data:`~.losses.MAX_LOSSES`
 attempts in a row with no epoch committed between them.
 """
@@ -32,9 +37,11 @@ from concurrent.futures import Future
 
 from falkirk.control import garbage
 from falkirk.control.barriers import BarrierClock
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.coordinator import rollback
 from falkirk.coordinator.losses import first_line, give_up_after, prepare_rollback
 from falkirk.execution.epoch import EpochRunner
+from falkirk.execution.isolation import ErrorLimitExceeded, NonDeterministicRowsError, PoisonRows
 from falkirk.execution.observer import Observer
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
@@ -105,6 +112,48 @@ class RecoveryCoordinator:
         failed, last, discarded = prepare_rollback(state, state.spark, work, inflight, injected, exc)
         self.roll_back(state, runner, failed, last)
         self.report.executor_losses.append(work.epoch)
+        return discarded
+
+    def set_aside(
+        self,
+        state: RunState,
+        runner: EpochRunner,
+        work: EpochWork,
+        inflight: deque[tuple[EpochWork, Future[None]]],
+        found: PoisonRows,
+    ) -> int:
+        """Path 5: ``work``'s epoch failed on rows its processor cannot process, now
+        found (:mod:`falkirk.execution.isolation`). They are set aside for the epoch
+        (committed with it), and, as after an executor loss, the epochs in flight are
+        discarded and what moved into them is taken back (path 3), so that they run
+        again without those rows. Returns how many epochs were discarded."""
+        record = found.record
+        known = state.quarantine.get(record.processor, record.epoch)
+        if known is not None and set(record.reasons) <= set(known.reasons):
+            raise NonDeterministicRowsError(
+                f"processor {record.processor!r} failed again on epoch {record.epoch}'s rows it had set aside "
+                f"({next(iter(record.reasons.values()))}): its step does not fail on the same rows each time. "
+                "Make its function deterministic, or use on_error='stop'"
+            )
+        merged = state.quarantine.add(record)
+        if not state.pipeline.error_limit.allows(len(merged.reasons), found.read):
+            raise ErrorLimitExceeded(
+                f"processor {record.processor!r} cannot process {len(merged.reasons)} {record.unit.value}s of epoch "
+                f"{record.epoch}'s {found.read} rows (first: {next(iter(merged.reasons.values()))}): more than "
+                f"{state.pipeline.error_limit} allows, which looks like a systematic error, not a few bad rows. Fix the "
+                "function or the input, or allow more with Pipeline(error_limit=ErrorLimit(...)); then run again"
+            )
+        crash_point(CrashPoint.QUARANTINE_FOUND)
+        why = f"processor {record.processor!r} set aside {len(record.reasons)} {record.unit.value}(s) of epoch {record.epoch}"
+        later = list(inflight)
+        failed, last, discarded = prepare_rollback(state, state.spark, work, inflight, set(), found, why=why)
+        for _, future in later:  # rows a later epoch found meanwhile are set aside too: no second search
+            error = future.exception()
+            if isinstance(error, PoisonRows) and state.pipeline.error_limit.allows(len(error.record.reasons), error.read):
+                state.quarantine.add(error.record)
+                self.report.set_aside.append((error.record.processor, error.record.epoch, len(error.record.reasons)))
+        self.roll_back(state, runner, failed, last)
+        self.report.set_aside.append((record.processor, record.epoch, len(record.reasons)))
         return discarded
 
     def new_run(self) -> None:

@@ -56,7 +56,14 @@ def discard(work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) ->
 
 
 def prepare_rollback(
-    state: RunState, spark: SparkSession, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]], failed: set[str], exc: BaseException
+    state: RunState,
+    spark: SparkSession,
+    work: EpochWork,
+    inflight: deque[tuple[EpochWork, Future[None]]],
+    failed: set[str],
+    exc: BaseException,
+    *,
+    why: str | None = None,
 ) -> tuple[frozenset[str], int, int]:
     """An executor died while ``work``'s epoch ran, taking blocks of keyed state (and
     shuffle output) with it. The epochs in flight are discarded (none committed;
@@ -68,7 +75,8 @@ def prepare_rollback(
     checkpoints every processor fails). Returns (the failed processors, the last
     committed epoch, how many epochs were discarded), for the rollback. With
     ``replicas=2`` a lost executor loses no block and only the touched processors
-    that cannot take back their step fail."""
+    that cannot take back their step fail. The same holds when rows were set aside
+    (``why`` says so, for the log): the epochs in flight are discarded and run again."""
     works = [work, *(w for w, _ in inflight)]
     discarded = discard(work, inflight)  # waits for them: their steps have all begun or never will
     touched = set().union(*(w.touched for w in works))
@@ -79,7 +87,10 @@ def prepare_rollback(
     failed = failed_after_loss(state, spark, touched, own) | failed
     if state.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
         failed = set(state.pipeline.processors)
-    logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line(exc))
+    if why is None:
+        logger.warning("an executor was lost during epoch %d; rolling back %s in this driver (%s)", work.epoch, sorted(failed), first_line(exc))
+    else:
+        logger.info("%s; epochs %d to %d run again%s", why, work.epoch, work.epoch + discarded - 1, f", {sorted(failed)} restored" if failed else "")
     garbage.sweep(state.fs, state.root, state.store)  # what the discarded epochs wrote
     for p in state.pipeline.processors.values():
         if p.spec.sink:

@@ -12,7 +12,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.execution.exceptions import EpochInvariantError
+from falkirk.execution.quarantine import errors_schema
 from falkirk.graph import GraphError, Pipeline
+from falkirk.graph.errors import ERRORS_PORT
 from falkirk.graph.specs import SinkSpec
 from falkirk.operators import Operator, operator_for
 from falkirk.operators.loop import FeedbackOperator
@@ -59,6 +61,8 @@ def set_up_operators(
             raise GraphError(f"processor {p.name!r}: {exc}") from exc
         except Exception as exc:  # pyspark analysis errors: name the processor
             raise GraphError(f"processor {p.name!r} ({p.kind}) cannot run on its input: {exc}") from exc
+        if p.has_errors and p.inputs:  # the rows it sets aside, with its (first) input's columns
+            outputs = {**outputs, ERRORS_PORT: errors_schema(schemas[(p.inputs[0].src, p.inputs[0].port)])}
         missing = set(p.ports) - set(outputs)
         if missing:
             raise EpochInvariantError(f"operator {p.kind!r} gave no schema for ports {sorted(missing)}")

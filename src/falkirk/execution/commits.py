@@ -64,6 +64,7 @@ class Committer:
         written, committed = part.value
         crash_point(written)
         self.collect(self.state.ledger.commit(work.epoch, work.batch, ticks, complete=False, ticks=ticks))
+        self.state.quarantine.committed_now(work.batch.quarantine)
         crash_point(committed)
         self.edges.act()
 
@@ -72,6 +73,7 @@ class Committer:
         processor before the loops), which then stand at the epoch, and empty
         ``work`` for the loops' stage."""
         self.collect(self.state.ledger.commit(work.epoch, work.batch, work.ran, complete=False))
+        self.state.quarantine.committed_now(work.batch.quarantine)
         for name in work.ran:  # (before the edges act: a sink publishes up to its frontier)
             self.state.frontier[name] = work.epoch
         self.edges.act()
@@ -83,6 +85,7 @@ class Committer:
         state, epoch = self.state, work.epoch
         garbage = state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier)
         work.advance(EpochPhase.COMMITTED)
+        state.quarantine.committed_now(work.batch.quarantine)
         self.collect(garbage)
         if work.barrier:
             self.barriers.last = epoch

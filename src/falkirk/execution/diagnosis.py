@@ -50,6 +50,7 @@ import falkirk
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
+from falkirk.graph.errors import ERRORS_PORT
 from falkirk.operators import Step
 from falkirk.spark.errors import DataError
 
@@ -94,6 +95,8 @@ class StepFailure:
     inputs: tuple[str, ...] = ()
     #: The user's ``file:line`` of the failing expression or function, if found.
     line: str | None = None
+    #: Why the rows were not set aside (``on_error="dead_letter"``), if they could not be.
+    note: str = ""
 
     def message(self) -> str:
         where = [f"a {self.kind}"]
@@ -102,8 +105,9 @@ class StepFailure:
         if self.line:
             where.append(f"at {self.line}")
         what = f"failed writing epoch {self.epoch}" if self.kind == "sink" else f"failed on epoch {self.epoch}'s data"
+        why = f" {self.note}." if self.note else ""
         return (
-            f"processor {self.processor!r} {what}: {self.cause} ({'; '.join(where)}). A replay fails the same way: "
+            f"processor {self.processor!r} {what}: {self.cause} ({'; '.join(where)}).{why} A replay fails the same way: "
             "fix the function, or reject such rows in a validate step before it; then run again"
         )
 
@@ -165,18 +169,27 @@ def _user_frame(text: str) -> str | None:
     return found
 
 
-def diagnose(state: RunState, surfaced: Processor, work: EpochWork, exc: BaseException, cause: str) -> StepError:
-    """The :class:`StepError` saying where ``exc`` (``cause``), raised while
-    ``surfaced`` ran its step of ``work``'s epoch, comes from."""
-    culprit, failed = surfaced, exc
+def culprit_of(state: RunState, surfaced: Processor, work: EpochWork, exc: BaseException, cause: str) -> tuple[Processor, BaseException]:
+    """The processor whose step raised ``exc`` (``cause``), which surfaced while
+    ``surfaced`` ran its step of ``work``'s epoch (step 1 of the module docstring),
+    and the error it raised run alone."""
     for q in _above(state, surfaced):
-        outputs = [df for (name, _), df in list(work.outputs.items()) if name == q.name]
-        error = next((e for e in map(_run_alone, outputs) if e is not None), None)
+        outputs = [df for (name, port), df in list(work.outputs.items()) if name == q.name and port != ERRORS_PORT]
+        error = next((e for e in map(run_alone, outputs) if e is not None), None)
         # The same cause only: run alone, an output computes what the epoch's plan
         # pruned or filtered away, and may fail on that instead.
         if error is not None and cause_of(error) == cause:
-            culprit, failed = q, error
-            break
+            return q, error
+    return surfaced, exc
+
+
+def diagnose(
+    state: RunState, surfaced: Processor, work: EpochWork, exc: BaseException, cause: str, *, found: tuple[Processor, BaseException] | None = None, note: str = ""
+) -> StepError:
+    """The :class:`StepError` saying where ``exc`` (``cause``), raised while
+    ``surfaced`` ran its step of ``work``'s epoch, comes from (``found``: its
+    :func:`culprit_of`, if known; ``note``: a sentence added to the message)."""
+    culprit, failed = found or culprit_of(state, surfaced, work, exc, cause)
     line = _user_frame(str(failed)) or _call_site(state, culprit, work)
     failure = StepFailure(
         processor=culprit.name,
@@ -185,6 +198,7 @@ def diagnose(state: RunState, surfaced: Processor, work: EpochWork, exc: BaseExc
         cause=cause_of(failed) or cause,
         inputs=_inputs(state, culprit, work),
         line=line,
+        note=note,
     )
     return StepError(failure)
 
@@ -198,7 +212,7 @@ def _above(state: RunState, p: Processor) -> list[Processor]:
     return [q for q in state.order if q.name in wanted and q.name != p.name]
 
 
-def _run_alone(df: DataFrame) -> BaseException | None:
+def run_alone(df: DataFrame) -> BaseException | None:
     """Run ``df`` into the no-op sink: the error it raises, if any."""
     try:
         df.write.format("noop").mode("overwrite").save()
@@ -239,7 +253,7 @@ def _call_site(state: RunState, p: Processor, work: EpochWork) -> str | None:
         with _call_sites(state.spark):
             produced = state.operators[p.name].step(Step(work.epoch, inputs, offsets=work.offsets.get(p.name), final=work.final))
         for df in produced.values():
-            error = _run_alone(df)
+            error = run_alone(df)
             spark = _spark_exception(error) if error is not None else None
             if spark is not None:
                 sites = [c.callSite() for c in spark.getQueryContext() if c.callSite()]

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -36,17 +36,20 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
 from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
-from falkirk.execution.diagnosis import cause_of, diagnose
+from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
 from falkirk.execution.exceptions import EpochInvariantError
+from falkirk.execution.isolation import CannotIsolate, isolate
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
+from falkirk.graph.errors import ERRORS_PORT, OnError
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.files import write_parquet
+from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise, replicated
-from falkirk.storage import CommitBatch
+from falkirk.storage import CommitBatch, QuarantineRecord
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick
 
@@ -185,7 +188,23 @@ class EpochRunner:
             cause = cause_of(exc)
             if cause is None:
                 raise
-            raise diagnose(self.state, p, work, exc, cause) from exc
+            found = culprit_of(self.state, p, work, exc, cause)
+            note = self._set_aside(found[0], work, tick)
+            raise diagnose(self.state, p, work, exc, cause, found=found, note=note) from exc
+
+    def _set_aside(self, culprit: Processor, work: EpochWork, tick: Tick | None) -> str:
+        """After ``culprit``'s step failed on the epoch's data: with ``on_error=
+        "dead_letter"``, find the rows and raise :class:`PoisonRows` (the engine runs
+        the epoch again without them). Returns why they cannot be set aside ("" for
+        ``on_error="stop"``), for the error that stops the run."""
+        if self.state.pipeline.on_error_of(culprit) is not OnError.DEAD_LETTER:
+            return ""
+        if tick is not None or culprit not in self.ahead or culprit.name not in work.inputs_used:
+            return f"Its rows were not set aside: processor {culprit.name!r} runs after a loop"
+        try:
+            raise isolate(self.state, culprit, work, work.inputs_used[culprit.name], self.state.pipeline.error_limit)
+        except CannotIsolate as why:
+            return f"Its rows were not set aside: {why.why}"
 
     def _run(
         self,
@@ -203,9 +222,17 @@ class EpochRunner:
             self._log_inputs(p, work, inputs)
         started = time.perf_counter()
         self.label(f"{p.name} {tick.label}")
+        errors: DataFrame | None = None
+        if p.has_errors:  # the rows set aside in this epoch leave the input here
+            inputs, errors = self.state.quarantine.split(self.state.spark, p, tick.epoch, inputs)
+            work.inputs_used[p.name] = inputs
         step, waited = self._step(p, work, inputs, tick)
         operator = self.state.operators[p.name]
         produced = operator.step(step)
+        if p.has_errors:
+            produced = {**produced, ERRORS_PORT: errors if errors is not None else self._no_errors(p)}
+            if errors is not None:
+                self._record_set_aside(p, work, errors)
         _check_merged_in_order(p, operator, work.epoch, waited)
         for port, df in produced.items():
             outputs[(p.name, port)], logged = self._route(p, port, df, work)
@@ -225,6 +252,30 @@ class EpochRunner:
             self.checkpoint(p, tick, work)
         work.times.record(p.name, started)
         work.ran.append(p.name)
+
+    def _no_errors(self, p: Processor) -> DataFrame:
+        return empty(self.state.spark, self.state.schemas[(p.name, ERRORS_PORT)])
+
+    def _record_set_aside(self, p: Processor, work: EpochWork, errors: DataFrame) -> None:
+        """The epoch's commit records the rows ``p`` set aside when they were found in
+        this run: counted, and written to the quarantine table when no sink reads
+        ``p``'s ``errors`` (a committed record is the replay's: nothing to add)."""
+        record = self.state.quarantine.pending_record(p.name, work.epoch)
+        if record is None:
+            return
+        to_table = not self.state.pipeline.consumers(p.name, ERRORS_PORT)
+        self._write_later(work, f"{p.name}/quarantine e{work.epoch}", self._write_set_aside, errors, record, to_table, work.batch)
+
+    def _write_set_aside(self, errors: DataFrame, record: QuarantineRecord, to_table: bool, batch: CommitBatch) -> None:
+        kept = errors.persist()
+        try:
+            rows = kept.count()
+            files = write_parquet(kept, self.state.area("quarantine", record.processor), f"e{record.epoch}", self.state.fs) if to_table else []
+        finally:
+            kept.unpersist()
+        crash_point(CrashPoint.QUARANTINE_WRITTEN)  # the rows set aside are written, not yet committed
+        with self._lock:
+            batch.quarantine.append(replace(record, rows=rows, files=tuple(files)))
 
     def _log_inputs(self, p: Processor, work: EpochWork, inputs: list[DataFrame]) -> None:
         """The inputs of a processor whose policy logs them (written now, committed with the epoch)."""

@@ -44,6 +44,9 @@ class RunReport:
     #: Recoveries from the committed metadata in this process, after an executor lost
     #: outside an epoch's computation (a commit, a loop's stage, a recovery).
     restarts_in_process: int = 0
+    #: Rows set aside as they were found (:mod:`falkirk.graph.errors`): (processor,
+    #: epoch, identities found), each followed by a re-run of the epoch.
+    set_aside: list[tuple[str, int, int]] = field(default_factory=list)
     #: Epochs during which an executor was lost (each recovered in the same driver).
     executor_losses: list[int] = field(default_factory=list)
     #: Seconds each recovery took (choosing frontiers, undoing, restoring state): a

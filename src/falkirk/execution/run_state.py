@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from falkirk.control import garbage
 from falkirk.control.domains import input_log_key
 from falkirk.control.ledger import Ledger
+from falkirk.execution.quarantine import Quarantines
 from falkirk.execution.report import RunReport
 from falkirk.graph import Pipeline, Processor
 from falkirk.observe.telemetry import Telemetry
@@ -56,6 +57,8 @@ class RunState:
     resumed: dict[str, Tick] = field(default_factory=dict)
     #: Live figures for the dashboard (None: the engine runs without one).
     telemetry: Telemetry | None = None
+    #: The rows processors set aside, committed and found in this run.
+    quarantine: Quarantines = field(default_factory=lambda: Quarantines({}))
     _verified: set[str] = field(default_factory=set)
     _laid_out: set[str] = field(default_factory=set)  # log directories whose columns were checked
 

@@ -146,6 +146,9 @@ class EpochWork:
     seconds: float = 0.0
     #: Every output computed so far (what the loop stage reads after the worker).
     outputs: dict[tuple[str, str], DataFrame] = field(default_factory=dict)
+    #: What each processor with an ``errors`` output read, without the rows it set
+    #: aside (where a search for more bad rows starts: :mod:`falkirk.execution.isolation`).
+    inputs_used: dict[str, list[DataFrame]] = field(default_factory=dict)
 
     def absorb(self, part: EpochWork) -> None:
         """Take in ``part``, the work of one time inside this epoch (an iteration of a

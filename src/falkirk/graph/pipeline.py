@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from falkirk.graph.edge_id import EdgeId
+from falkirk.graph.errors import DEFAULT_ERROR_LIMIT, ERRORS_PORT, ErrorLimit, OnError
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.loops import Loop
 from falkirk.graph.plugins import Source
@@ -79,6 +80,8 @@ class Processor:
     policy: Policy
     loop: str | None = None
     sequence: str | None = None
+    #: What it does with rows it cannot process (None: the pipeline's ``on_error``).
+    on_error: OnError | None = None
 
     @property
     def region(self) -> str | None:
@@ -91,7 +94,16 @@ class Processor:
 
     @property
     def ports(self) -> tuple[str, ...]:
-        return self.spec.ports
+        """Its output ports: the spec's, then ``errors`` where it has one."""
+        return (*self.spec.ports, ERRORS_PORT) if self.has_errors else self.spec.ports
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether it has an ``errors`` output (:mod:`falkirk.graph.errors`): every
+        processor of epochs that reads a stream, except sinks and the translators
+        of loops and regions."""
+        spec = self.spec
+        return not (spec.source or spec.sink or spec.structure is not None or self.region is not None)
 
     @property
     def stateful(self) -> bool:
@@ -102,12 +114,26 @@ class Processor:
 class Pipeline:
     """A dataflow of processors (see the module docstring)."""
 
-    def __init__(self, name: str, *, checkpoints: GlobalCheckpoints | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        checkpoints: GlobalCheckpoints | None = None,
+        on_error: OnError | str = OnError.DEAD_LETTER,
+        error_limit: ErrorLimit = DEFAULT_ERROR_LIMIT,
+    ) -> None:
         """``checkpoints``: pipeline-wide barrier checkpoints instead of per-processor
-        policies (see :class:`~falkirk.graph.GlobalCheckpoints`)."""
+        policies (see :class:`~falkirk.graph.GlobalCheckpoints`). ``on_error``: what
+        a processor does with rows it cannot process, unless it says otherwise
+        (``"dead_letter"`` or ``"stop"``), and ``error_limit`` how many it may
+        quarantine per epoch (see :mod:`falkirk.graph.errors`)."""
         self.name = name
         self.processors: dict[str, Processor] = {}
         self.checkpoints = checkpoints
+        self.on_error = OnError.of(on_error, f"pipeline {name!r}")
+        if not isinstance(error_limit, ErrorLimit):
+            raise GraphError(f"pipeline {name!r}: error_limit must be an ErrorLimit(rows=..., share=...), got {error_limit!r}")
+        self.error_limit = error_limit
         self.loops: dict[str, Loop] = {}
         self.sequences: dict[str, Sequenced] = {}
 
@@ -157,7 +183,9 @@ class Pipeline:
             raise GraphError(f"union {name!r}: give the streams to merge")
         return streams[0].union(name, *streams[1:], policy=policy)
 
-    def add(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None) -> Stream:
+    def add(
+        self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None, on_error: OnError | str | None = None
+    ) -> Stream:
         """Add processor ``name`` (see :meth:`Stream.apply`)."""
         if not _NAME.fullmatch(name):
             raise GraphError(
@@ -208,9 +236,12 @@ class Pipeline:
         for s in inputs:
             if s.pipeline is not self:
                 raise GraphError(f"processor {name!r}: its input comes from another pipeline")
+        chosen = None if on_error is None else OnError.of(on_error, f"processor {name!r}")
         self.processors[name] = Processor(
-            name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop, sequence
+            name, spec, tuple(Input(s.processor, s.port) for s in inputs), policy, loop, sequence, chosen
         )
+        if chosen is OnError.DEAD_LETTER and not self.processors[name].has_errors:
+            raise GraphError(f"processor {name!r} ({spec.kind}) has no errors output; drop its on_error=")
         return Stream(self, name, spec.ports[0] if spec.ports else "out")
 
     def connect_feedback(self, loop: str, feedback: Stream, stream: Stream) -> None:
@@ -223,7 +254,7 @@ class Pipeline:
             raise GraphError(f"feedback {fb.name!r} is connected already")
         if stream.pipeline is not self or self.processors[stream.processor].loop != loop:
             raise GraphError(f"feedback {fb.name!r}: connect it to a stream inside loop {loop!r}")
-        self.processors[fb.name] = Processor(fb.name, fb.spec, (Input(stream.processor, stream.port),), fb.policy, fb.loop)
+        self.processors[fb.name] = Processor(fb.name, fb.spec, (Input(stream.processor, stream.port),), fb.policy, fb.loop, on_error=fb.on_error)
 
     # -- queries used by the runtime ---------------------------------------------------
 
@@ -231,6 +262,13 @@ class Pipeline:
         """The spec of ``processor`` (None: no such processor)."""
         p = self.processors.get(processor)
         return p.spec if p is not None else None
+
+    def on_error_of(self, p: Processor) -> OnError:
+        """What ``p`` does with rows it cannot process: its own choice, else the
+        pipeline's (a processor without an ``errors`` output stops)."""
+        if not p.has_errors:
+            return OnError.STOP
+        return p.on_error or self.on_error
 
     def consumers(self, processor: str, port: str | None = None) -> list[Processor]:
         """Processors reading ``processor`` (on ``port`` if given)."""
@@ -293,7 +331,7 @@ class Pipeline:
                     "policies, or the sink's append mode."
                 )
             for port in p.ports:
-                if port not in p.spec.optional_ports and not self.consumers(p.name, port):
+                if port not in (*p.spec.optional_ports, ERRORS_PORT) and not self.consumers(p.name, port):
                     raise GraphError(
                         f"processor {p.name!r}: output {port!r} goes nowhere; send it to a sink "
                         "or another processor"

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from falkirk.graph.durations import span
+from falkirk.graph.errors import ERRORS_PORT, OnError
 from falkirk.graph.exceptions import GraphError
 from falkirk.graph.plugins import Sink, TransactionalSink
 from falkirk.graph.policies import Policy
@@ -34,7 +35,9 @@ from falkirk.graph.windows import WindowShape, WindowSpec
 class Graph(Protocol):
     """What a stream needs of its :class:`~falkirk.graph.Pipeline`."""
 
-    def add(self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None) -> Stream: ...
+    def add(
+        self, name: str, spec: OperatorSpec, inputs: Sequence[Stream], policy: Policy | None, on_error: OnError | str | None = None
+    ) -> Stream: ...
 
     def spec_of(self, processor: str) -> OperatorSpec | None: ...
 
@@ -47,39 +50,63 @@ class Stream:
     processor: str
     port: str = "out"
 
-    def apply(self, name: str, spec: OperatorSpec, *others: Stream, policy: Policy | None = None) -> Stream:
+    def apply(
+        self, name: str, spec: OperatorSpec, *others: Stream, policy: Policy | None = None, on_error: OnError | str | None = None
+    ) -> Stream:
         """Add processor ``name`` running ``spec`` on this stream (and ``others``, its
         further inputs, in order); returns its first output. Every builder below is a
-        shorthand for this; operators of your own are added with it."""
-        return self.pipeline.add(name, spec, [self, *others], policy)
+        shorthand for this; operators of your own are added with it.
 
-    def _build(self, name: str, make: Callable[[], OperatorSpec], *others: Stream, policy: Policy | None = None) -> Stream:
+        ``on_error`` (every builder takes it): ``"dead_letter"`` or ``"stop"``, what
+        the processor does with rows it cannot process; None: the pipeline's (see
+        :mod:`falkirk.graph.errors` and :meth:`errors`)."""
+        return self.pipeline.add(name, spec, [self, *others], policy, on_error)
+
+    def _build(
+        self,
+        name: str,
+        make: Callable[[], OperatorSpec],
+        *others: Stream,
+        policy: Policy | None = None,
+        on_error: OnError | str | None = None,
+    ) -> Stream:
         """:meth:`apply` with the spec ``make()`` returns; a :class:`GraphError` in
         the builder's arguments names the processor."""
         try:
             spec = make()
         except GraphError as exc:
             raise GraphError(f"processor {name!r}: {exc}") from exc
-        return self.apply(name, spec, *others, policy=policy)
+        return self.apply(name, spec, *others, policy=policy, on_error=on_error)
 
-    def map(self, name: str, fn: Callable[..., Any], *, policy: Policy | None = None) -> Stream:
+    def errors(self) -> Stream:
+        """The rows this stream's processor could not process (``on_error=
+        "dead_letter"``, the default): each with the processor's input columns, then
+        ``processor``, ``epoch`` and ``reason`` (the error's text). Connect a sink to
+        keep them; unconnected, they go to the storage root's quarantine table. See
+        :mod:`falkirk.graph.errors`."""
+        p = self.pipeline.processors.get(self.processor)  # type: ignore[attr-defined]
+        if p is None or not p.has_errors:
+            raise GraphError(f"errors(): {self.processor!r} has no errors output (sources and sinks have none)")
+        return Stream(self.pipeline, self.processor, ERRORS_PORT)
+
+    def map(self, name: str, fn: Callable[..., Any], *, policy: Policy | None = None, on_error: OnError | str | None = None) -> Stream:
         """A stateless transform ``fn(df) -> df`` (filters, projections, explode...).
 
         ``fn`` may take a second argument, the epoch number."""
-        return self.apply(name, MapSpec(fn=fn), policy=policy)
+        return self.apply(name, MapSpec(fn=fn), policy=policy, on_error=on_error)
 
     def validate(
-        self, name: str, fn: Callable[[Any], Any], *, policy: Policy | None = None
+        self, name: str, fn: Callable[[Any], Any], *, policy: Policy | None = None, on_error: OnError | str | None = None
     ) -> tuple[Stream, Stream]:
         """Split rows with ``fn(df) -> df`` returning the rows plus a string column
         ``reason``: null for valid rows (sent on the first stream, without
         ``reason``), the reason otherwise (second stream, for a dead-letter sink)."""
-        self.apply(name, ValidateSpec(fn=fn), policy=policy)
+        self.apply(name, ValidateSpec(fn=fn), policy=policy, on_error=on_error)
         return Stream(self.pipeline, name, "valid"), Stream(self.pipeline, name, "rejected")
 
-    def exchange(self, name: str, key: str | Sequence[str], *, policy: Policy | None = None) -> Stream:
+    def exchange(self, name: str, key: str | Sequence[str], *, policy: Policy | None = None, on_error: OnError | str | None = None) -> Stream:
         """Repartition rows by ``key`` (a processor boundary: rows of one key meet)."""
-        return self.apply(name, ExchangeSpec(key=keys(name, key)), policy=policy)
+        return self.apply(name, ExchangeSpec(key=keys(name, key)), policy=policy, on_error=on_error)
 
     def aggregate(
         self,
@@ -88,11 +115,12 @@ class Stream:
         aggregates: Mapping[str, tuple[str, str | None]],
         *,
         policy: Policy | None = None,
+        on_error: OnError | str | None = None,
     ) -> Stream:
         """Running aggregates per key: ``{"out_col": (func, in_col)}`` with func one of
         count (in_col may be None), sum, min, max, avg, first, last. Each epoch emits,
         for the keys it touched, the key, the updated aggregates and nothing else."""
-        return self._build(name, lambda: AggregateSpec(key=keys(name, key), aggregates=dict(aggregates)), policy=policy)
+        return self._build(name, lambda: AggregateSpec(key=keys(name, key), aggregates=dict(aggregates)), policy=policy, on_error=on_error)
 
     def stateful(
         self,
@@ -103,6 +131,7 @@ class Stream:
         state_schema: str,
         output_schema: str,
         policy: Policy | None = None,
+        on_error: OnError | str | None = None,
         on_epoch_end: Callable[..., Any] | None = None,
         vectorized: bool = False,
     ) -> Stream:
@@ -143,12 +172,12 @@ class Stream:
                 vectorized=vectorized,
             )
 
-        return self._build(name, spec, policy=policy)
+        return self._build(name, spec, policy=policy, on_error=on_error)
 
-    def union(self, name: str, *others: Stream, policy: Policy | None = None) -> Stream:
+    def union(self, name: str, *others: Stream, policy: Policy | None = None, on_error: OnError | str | None = None) -> Stream:
         """The rows of this stream and of ``others`` (all with the same columns and
         types, in any order): one stream."""
-        return self.apply(name, UnionSpec(), *others, policy=policy)
+        return self.apply(name, UnionSpec(), *others, policy=policy, on_error=on_error)
 
     def join(
         self,
@@ -159,6 +188,7 @@ class Stream:
         how: str = "inner",
         retain: int | None = None,
         policy: Policy | None = None,
+        on_error: OnError | str | None = None,
     ) -> Stream:
         """A keyed stream-stream equi-join of this stream (left) and ``other``
         (right) on the columns ``on``. Both sides' rows are kept as state, so rows
@@ -172,10 +202,11 @@ class Stream:
         ``None`` (inner joins only) keeps every row forever. ``how="left"`` or
         ``"full"`` also emits a left (and right) row that never met a match, with
         nulls for the other side, in the last epoch it waited."""
-        return self._build(name, lambda: JoinSpec(on=keys(name, on), how=how, retain=retain), other, policy=policy)
+        return self._build(name, lambda: JoinSpec(on=keys(name, on), how=how, retain=retain), other, policy=policy, on_error=on_error)
 
     def lookup(
-        self, name: str, table: Stream, on: str | Sequence[str], *, how: str = "left", policy: Policy | None = None
+        self, name: str, table: Stream, on: str | Sequence[str], *, how: str = "left", policy: Policy | None = None,
+        on_error: OnError | str | None = None,
     ) -> Stream:
         """Each row of this stream with the current version of a keyed table that
         another part of the pipeline maintains: ``table`` is a stream of upserts (each
@@ -185,7 +216,7 @@ class Stream:
         (null when the key has no version yet; ``how="inner"`` drops such rows). If
         an epoch has several rows for one key, the greatest of them (comparing all
         columns) is the new version."""
-        return self._build(name, lambda: LookupSpec(on=keys(name, on), how=how), table, policy=policy)
+        return self._build(name, lambda: LookupSpec(on=keys(name, on), how=how), table, policy=policy, on_error=on_error)
 
     def window(
         self,
@@ -200,6 +231,7 @@ class Stream:
         fn: Callable[..., Any] | None = None,
         output_schema: str = "",
         policy: Policy | None = None,
+        on_error: OnError | str | None = None,
     ) -> Stream:
         """Aggregates per key and event-time window (:mod:`falkirk.graph.windows`):
         ``{"out_col": (func, in_col)}`` with func one of count (in_col may be None),
@@ -247,7 +279,7 @@ class Stream:
                 output_schema=output_schema,
             )
 
-        return self._build(name, spec, policy=policy)
+        return self._build(name, spec, policy=policy, on_error=on_error)
 
     def late(self) -> Stream:
         """The late rows of a window processor (see :meth:`window`)."""
@@ -255,7 +287,7 @@ class Stream:
             raise GraphError(f"late(): {self.processor!r} is not a window processor")
         return Stream(self.pipeline, self.processor, "late")
 
-    def buffer(self, name: str, *, retain: int | None = None, policy: Policy | None = None) -> Stream:
+    def buffer(self, name: str, *, retain: int | None = None, policy: Policy | None = None, on_error: OnError | str | None = None) -> Stream:
         """Keep every row of the stream, partitioned by epoch, and pass the rows on
         (the paper's Buffer, Figure 3); with ``retain=N`` only the last N epochs' rows
         are kept. Its state is partitioned by time, so epochs may reach it in any
@@ -266,7 +298,7 @@ class Stream:
         ``retain``) its parts are the loop's times ``(epoch, iteration)``, so it may
         sit in a loop built with ``interleave=True``. ``rows()`` on its operator
         gives what it holds."""
-        return self._build(name, lambda: BufferSpec(retain=retain), policy=policy)
+        return self._build(name, lambda: BufferSpec(retain=retain), policy=policy, on_error=on_error)
 
     def sink(self, name: str, sink: Sink | TransactionalSink) -> None:
         """Write the stream to ``sink`` (exactly once per epoch; a

@@ -133,6 +133,7 @@ def aggregate_merge(state: KeyedState, partials: DataFrame, aggregates: AggSpec,
 
 class AggregateOperator(KeyedOperator):
     spec_type = AggregateSpec
+    trial_safe = True
 
     def set_up(self, inputs: Sequence[StructType]) -> dict[str, StructType]:
         spec = self.processor.spec

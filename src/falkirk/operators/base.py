@@ -198,6 +198,16 @@ class Operator:
         restored from checkpoints instead."""
         return False
 
+    def trial(self) -> Operator | None:
+        """A stand-in for this operator whose :meth:`step` leaves no trace here, to try
+        the epoch's step on part of its input (:mod:`falkirk.execution.isolation`);
+        :meth:`end_trial` on it frees what the try kept. A stateless operator is its
+        own stand-in; None: it cannot try (its bad rows stop the run)."""
+        return None if self.processor.spec.keyed else self
+
+    def end_trial(self) -> None:
+        """Free what a step of this stand-in (:meth:`trial`) kept."""
+
     def held(self) -> list[DataFrame] | None:
         """The materialised DataFrames that hold this operator's state in the
         executors (checked for lost blocks after an executor loss), or None if it

@@ -3,6 +3,9 @@ checkpoints, restore and release are the state's own."""
 
 from __future__ import annotations
 
+import copy
+from typing import ClassVar
+
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -12,6 +15,21 @@ from falkirk.spark.state import KeyedState
 
 class KeyedOperator(Operator):
     """An operator holding one :class:`~falkirk.spark.state.KeyedState` (``self.state``)."""
+
+    #: Its state is its KeyedState alone, so a stand-in with a scratch copy of it can
+    #: try a step (:meth:`trial`).
+    trial_safe: ClassVar[bool] = False
+
+    def trial(self) -> KeyedOperator | None:
+        """A copy working on a scratch copy of the state (:meth:`KeyedState.scratch`)."""
+        if not self.trial_safe or self.processor.region is not None:
+            return None
+        twin = copy.copy(self)
+        twin.state = self.state.scratch()
+        return twin
+
+    def end_trial(self) -> None:
+        self.state.drop_scratch()
 
     def make_state(self, keys: tuple[str, ...], schema: StructType) -> None:
         self.state = KeyedState(self.spark, keys, schema, keep_tombstones=self.processor.policy.writes_checkpoints)

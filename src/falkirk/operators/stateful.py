@@ -190,6 +190,7 @@ def stateful_merge(
 
 class StatefulOperator(KeyedOperator):
     spec_type = StatefulSpec
+    trial_safe = True
 
     def set_up(self, inputs: Sequence[StructType]) -> dict[str, StructType]:
         spec = self.processor.spec

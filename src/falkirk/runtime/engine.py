@@ -61,9 +61,11 @@ from falkirk.execution.commits import Committer, Part
 from falkirk.execution.description import describe
 from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner
+from falkirk.execution.isolation import PoisonRows
 from falkirk.execution.loop_stage import LoopStage
 from falkirk.execution.observer import Observer, telemetry_for
 from falkirk.execution.pairing import Pair, join_member
+from falkirk.execution.quarantine import Quarantines
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
 from falkirk.execution.sequence_stage import SequenceStage
@@ -367,6 +369,7 @@ class Engine:
                 ledger=Ledger(self.pipeline, self.topology, store, ingress=self.pair),
                 report=self.report,
                 telemetry=self.telemetry,
+                quarantine=Quarantines.read(store),
             )
             edges = self._start(state)  # refuses a root written by another pipeline
             self.observer.started(state)
@@ -441,6 +444,12 @@ class Engine:
             work, future = inflight.popleft()
             try:
                 future.result()
+            except PoisonRows as found:  # rows its processor cannot process: set them aside, run again
+                if run.admission.admitted or any(run.loops.flights.values()):
+                    raise EngineInvariantError(f"epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from found
+                planned -= self.recovery.set_aside(state, runner, work, inflight, found)
+                epoch = min(state.frontier.values()) + 1
+                continue
             except Exception as exc:  # a full disk, a damaged file Spark read: say which
                 failure = self._full_disk(exc) or as_storage_error(exc)
                 if failure is not None:

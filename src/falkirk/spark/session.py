@@ -171,10 +171,12 @@ def quiet_query_context_logs() -> None:
 
 #: The driver JVM's log messages that repeat a failed task's error (with its stack
 #: trace, some 75 lines each, several per failed job) before the job's caller gets
-#: the same error: the executor's, the task set's and the file writer's.
+#: the same error: the executor's, the task set's and the file writer's (and the
+#: data-source writer's, which the tries of :mod:`falkirk.execution.isolation` use).
 TASK_FAILURE_MESSAGES = (
     r"(?s)(Aborting task|Aborting job .*|Job: .* aborted\.|Exception in task .*"
-    r"|Task \S+ in stage \S+ failed \d+ times; aborting job)"
+    r"|Task \S+ in stage \S+ failed \d+ times; aborting job"
+    r"|Abort(ing|ed) commit for partition .*|Data source write support .* (is aborting|aborted)\.?)"
 )
 
 

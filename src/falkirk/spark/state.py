@@ -27,6 +27,7 @@ shuffles its first epoch's input meanwhile.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -86,6 +87,7 @@ class KeyedState:
         # in flight read older versions concurrently).
         self._retired: list[tuple[int, DataFrame]] = []
         self._retired_lock = threading.Lock()  # epochs' threads retire, the main thread releases
+        self._scratch_of: frozenset[int] = frozenset()  # a scratch copy: the ids of the runs it shares
 
     def _materialise(self, df: DataFrame, *, partitioned: bool = False) -> DataFrame:
         """Keep ``df`` in the executors (lineage truncated), hash-partitioned by key
@@ -290,6 +292,26 @@ class KeyedState:
         self.version = min(self.version, epoch)
         self.checkpointed_epoch = min(self.checkpointed_epoch, checkpointed)
         return True
+
+    def scratch(self) -> KeyedState:
+        """A copy to try a step on (:meth:`falkirk.operators.Operator.trial`): it shares
+        this state's runs, and what a step adds or retires stays in the copy, this
+        state unchanged. :meth:`drop_scratch` on the copy frees what it added."""
+        self.base  # noqa: B018 - a restore in flight lands first, here
+        twin = copy.copy(self)
+        twin.deltas = list(self.deltas)
+        twin.delta_epochs = list(self.delta_epochs)
+        twin._retired = []
+        twin._retired_lock = threading.Lock()
+        twin._scratch_of = frozenset(id(df) for df in self._runs())
+        return twin
+
+    def drop_scratch(self) -> None:
+        """Free the runs a scratch copy made (not those it shares)."""
+        made = [*self._runs(), *(df for _, df in self._retired)]
+        for df in made:
+            if id(df) not in self._scratch_of:
+                df.unpersist()
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""

@@ -6,7 +6,13 @@ the metadata that makes them visible, atomically and only once they are durable.
 
 from __future__ import annotations
 
-from falkirk.storage.batch import CommitBatch, Forget, StoredCheckpoint
+from falkirk.storage.batch import (
+    CommitBatch,
+    Forget,
+    QuarantineRecord,
+    QuarantineUnit,
+    StoredCheckpoint,
+)
 from falkirk.storage.exceptions import (
     CorruptStorageError,
     StorageError,
@@ -32,6 +38,8 @@ __all__ = [
     "HadoopFileSystem",
     "LocalFileSystem",
     "MetaStore",
+    "QuarantineRecord",
+    "QuarantineUnit",
     "RootLock",
     "StorageError",
     "StorageFullError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from falkirk.recovery import CheckpointMeta
@@ -25,6 +26,38 @@ class StoredCheckpoint:
 
     meta: CheckpointMeta
     files: tuple[StoredFile, ...]
+
+
+class QuarantineUnit(Enum):
+    """What a quarantine identity names: one row's content (a row-wise processor's
+    failing rows), or one key (all of a keyed processor's rows of that key in the
+    epoch)."""
+
+    ROW = "row"
+    KEY = "key"
+
+
+@dataclass(frozen=True)
+class QuarantineRecord:
+    """The rows one processor quarantined in one epoch (:mod:`falkirk.graph.errors`),
+    committed with the epoch so that a replay sets aside exactly the same rows.
+
+    An identity is a 64-bit hash (``xxhash64``) of a row's columns or of its key's,
+    which no repartitioning changes; equal rows share it (they fail alike)."""
+
+    processor: str
+    epoch: int
+    unit: QuarantineUnit
+    #: identity -> the error's text (stable: no query context).
+    reasons: dict[int, str]
+    #: Rows set aside (after the epoch ran: -1 while unknown).
+    rows: int = -1
+    #: The quarantine table's files of these rows (none when a sink took them).
+    files: tuple[StoredFile, ...] = ()
+
+    def merged(self, other: QuarantineRecord) -> QuarantineRecord:
+        """These identities and ``other``'s (a re-run of the epoch found more)."""
+        return QuarantineRecord(self.processor, self.epoch, self.unit, {**self.reasons, **other.reasons})
 
 
 @dataclass
@@ -84,6 +117,8 @@ class CommitBatch:
     forget: Forget = field(default_factory=Forget)
     #: The epoch this commit completes (None: a commit of records only, e.g. a rollback's).
     epoch: int | None = None
+    #: Rows processors quarantined in the epoch (recorded or replaced).
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
     #: The epoch that ends the input (planned by ``Engine.run(finish=True)``): recorded
     #: once, never forgotten, so a replay of that epoch is final again.
     end_of_input: int | None = None

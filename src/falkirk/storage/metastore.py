@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from falkirk.recovery import Topology, checkpoint_from_json, checkpoint_to_json
-from falkirk.storage.batch import CommitBatch, Forget, StoredCheckpoint
+from falkirk.storage.batch import (
+    CommitBatch,
+    Forget,
+    QuarantineRecord,
+    QuarantineUnit,
+    StoredCheckpoint,
+)
 from falkirk.storage.evidence import COMMITTED_MARK
 from falkirk.storage.exceptions import CorruptStorageError, StorageError
 from falkirk.storage.filesystem import (
@@ -203,6 +209,10 @@ class MetaStore:
         rows_sink = [with_crc(s, e, self._paths.to_json(f)) for s, e, f in batch.sink_commits]
         rows_logs = [with_crc(edge, *tick_columns(t), self._paths.to_json(f)) for edge, t, f in batch.logs]
         rows_state = [with_crc(p, *tick_columns(t), kind, self._paths.to_json(f)) for p, t, kind, f in batch.state]
+        rows_quarantine = [
+            with_crc(q.processor, q.epoch, q.unit.value, json.dumps(sorted(q.reasons.items())), q.rows, self._paths.to_json(q.files))
+            for q in batch.quarantine
+        ]
         with self._full_disk():  # outside: the transaction is rolled back first
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -214,6 +224,8 @@ class MetaStore:
                 self._extend_sink_ranges([(s, e) for s, e, _ in batch.sink_commits])
                 self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
                 self._db.executemany("INSERT INTO state_files VALUES (?, ?, ?, ?, ?, ?)", rows_state)
+                # A replay of the epoch quarantines the same rows: its record replaces the first.
+                self._db.executemany("INSERT OR REPLACE INTO quarantine VALUES (?, ?, ?, ?, ?, ?, ?)", rows_quarantine)
                 if batch.epoch is not None:
                     self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", with_crc("committed_epoch", batch.epoch))
                 if batch.end_of_input is not None:
@@ -472,6 +484,24 @@ class MetaStore:
             for row in rows
         ]
 
+    def quarantined(self) -> dict[tuple[str, int], QuarantineRecord]:
+        """Every committed quarantine record, by (processor, epoch): never forgotten
+        (its rows are the user's; a replay of an old epoch needs its identities)."""
+        if not self._has_table("quarantine"):  # a root from before schema 7, read as it is
+            return {}
+        found = {}
+        for row in self._select("quarantine", order="epoch, processor"):
+            record = QuarantineRecord(
+                row["processor"],
+                row["epoch"],
+                QuarantineUnit(row["unit"]),
+                {int(identity): str(reason) for identity, reason in json.loads(row["identities"])},
+                row["rows"],
+                tuple(self._paths.from_json(row["files"], "quarantine")),
+            )
+            found[(record.processor, record.epoch)] = record
+        return found
+
     def referenced_files(self) -> set[str]:
         """Every file some commit names: anything else under the root is garbage."""
         return {f.path for f in self.all_files()}
@@ -485,7 +515,9 @@ class MetaStore:
     def all_files(self) -> list[StoredFile]:
         """Every committed file the store still names (for ``falkirk verify``)."""
         found: list[StoredFile] = []
-        for table in ("checkpoints", "sink_commits", "message_logs", "state_files"):
+        for table in ("checkpoints", "sink_commits", "message_logs", "state_files", "quarantine"):
+            if not self._has_table(table):
+                continue
             for row in self._select(table):
                 found.extend(self._paths.from_json(row["files"], table))
         return found

@@ -7,7 +7,9 @@ of its tick ((e, ∞) as ``ALL_ITERATIONS``). Schema 5 lets a state file's kind 
 on). Schema 6 adds the ``root`` table (the root's identity: what names its writes
 outside the root, see :mod:`falkirk.storage.identity`) and ``sink_ranges`` (the
 epochs committed to each sink, kept however far the per-epoch records are pruned, so
-that ``falkirk verify`` can tell a missing epoch). Schemas 2 to 5 are read as they are and upgraded by
+that ``falkirk verify`` can tell a missing epoch). Schema 7 adds ``quarantine``: the
+rows each processor set aside per epoch (identities, reasons, the quarantine table's
+files), so that a replay sets aside the same rows. Schemas 2 to 6 are read as they are and upgraded by
 :mod:`falkirk.storage.upgrade` when a driver opens them. Every row carries a CRC-32 of
 its values (:func:`row_crc`).
 """
@@ -25,12 +27,12 @@ from urllib.parse import quote
 from falkirk.time import INF
 from falkirk.time.ticks import Tick
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: Older schemas this version opens (and upgrades when it writes): 2 lacks ``pipeline``;
 #: 2 and 3 key logs and state files by epoch alone (4 adds the loop iteration); 2 to 4
 #: allow only ``base`` and ``delta`` state files (5 adds ``cec:T``); 2 to 5 lack ``root``
-#: and ``sink_ranges`` (created when a driver opens them; see upgrade.py).
-_UPGRADABLE = (2, 3, 4, 5)
+#: and ``sink_ranges``, 2 to 6 ``quarantine`` (created when a driver opens them; see upgrade.py).
+_UPGRADABLE = (2, 3, 4, 5, 6)
 #: The ``iteration`` column of a record of an epoch processor (its tick is an int).
 NO_ITERATION = -1
 #: The ``iteration`` column of a loop tick ``(e, INF)``: all of epoch e.
@@ -99,6 +101,16 @@ CREATE TABLE IF NOT EXISTS sink_commits (
     crc INTEGER NOT NULL,
     PRIMARY KEY (sink, epoch)
 );
+CREATE TABLE IF NOT EXISTS quarantine (
+    processor TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    unit TEXT NOT NULL CHECK (unit IN ('row', 'key')),
+    identities TEXT NOT NULL,
+    rows INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (processor, epoch)
+);
 """
 
 #: Every table's columns, in order (the last, ``crc``, checks the others).
@@ -112,6 +124,7 @@ _COLUMNS = {
     "progress": ("name", "value"),
     "root": ("name", "value"),
     "sink_ranges": ("sink", "first", "last"),
+    "quarantine": ("processor", "epoch", "unit", "identities", "rows", "files"),
 }
 
 

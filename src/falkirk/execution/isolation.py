@@ -1,0 +1,232 @@
+"""Finding the rows a processor's step cannot process (:mod:`falkirk.graph.errors`).
+
+Spark cannot catch one row's error inside a JVM expression: a task fails, and with it
+the job. So when a step fails on data, the step is *tried* again on parts of its
+input - by group testing - until the failing units are found:
+
+1. the processor's input of the epoch is numbered (``monotonically_increasing_id``
+   over the input kept in the executors: partition by partition, so halves are
+   partitions first, then row ranges), one unit per row (a row-wise processor) or
+   per key (a keyed one: every row of the key in the epoch goes together);
+2. a part that fails is halved, and both halves are tried (both may hold bad units),
+   the tries of one round run concurrently; a part of one unit that fails is a bad
+   unit, with its own error's text as the reason. k bad units of n cost about
+   ``2 k log2(n/k)`` tries, each a Spark job over the kept input;
+3. the bad units' identities (:mod:`falkirk.execution.quarantine`) are read back
+   (a few rows), and the epoch is run again without them.
+
+A try runs the processor's operator through :meth:`~falkirk.operators.Operator.trial`
+(a keyed operator on a scratch copy of its state) into Spark's no-op sink. Only the
+processor's own step is tried: the engine named it first
+(:func:`falkirk.execution.diagnosis.culprit_of`). A try that fails with anything but
+an error of the data (a lost executor, a full disk) stops the search and is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from falkirk.execution.diagnosis import cause_of, run_alone
+from falkirk.execution.quarantine import IDENTITY, identity, unit_of
+from falkirk.execution.run_state import RunState
+from falkirk.execution.work import EpochWork
+from falkirk.graph import Processor
+from falkirk.graph.errors import ErrorLimit
+from falkirk.operators import Step
+from falkirk.spark.errors import DataError, as_storage_error, is_executor_loss
+from falkirk.storage import QuarantineRecord, QuarantineUnit
+from falkirk.storage.full import no_space
+from falkirk.time.ticks import Tick
+
+logger = logging.getLogger(__name__)
+
+#: The hidden column numbering the units while they are searched.
+POSITION = "_falkirk_position"
+#: Tries run at once (Spark schedules their tasks side by side).
+CONCURRENT_TRIES = 4
+
+
+class PoisonRows(Exception):
+    """Raised out of an epoch's computation: ``record`` names rows its processor cannot
+    process. The engine discards the epochs in flight and runs them again without
+    those rows (:mod:`falkirk.coordinator.coordinator`)."""
+
+    def __init__(self, record: QuarantineRecord, read: int) -> None:
+        super().__init__(f"processor {record.processor!r} cannot process {len(record.reasons)} {record.unit.value}s of epoch {record.epoch}")
+        self.record = record
+        #: The rows the processor read in the epoch (for the error limit).
+        self.read = read
+
+
+class CannotIsolate(Exception):
+    """The failing rows cannot be set aside: ``why`` says so in a clause."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class ErrorLimitExceeded(DataError):
+    """A processor set aside more rows in one epoch than its pipeline's
+    :class:`~falkirk.graph.errors.ErrorLimit` allows: the error looks systematic."""
+
+
+class NonDeterministicRowsError(DataError):
+    """A re-run of an epoch failed on rows set aside before: the processor's step does
+    not fail on the same rows each time."""
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """The units numbered in one partition: positions ``first`` .. ``first + count - 1``,
+    the ``offset``-th unit overall being the first."""
+
+    first: int
+    count: int
+    offset: int
+
+
+def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFrame], limit: ErrorLimit) -> PoisonRows:
+    """Find the units of ``inputs`` (``q``'s input of ``work``'s epoch, without the
+    rows set aside already) that ``q``'s step cannot process: the :class:`PoisonRows`
+    to raise. :class:`CannotIsolate` when they cannot be set aside,
+    :class:`ErrorLimitExceeded` past ``limit``."""
+    if len(inputs) != 1:
+        raise CannotIsolate(f"processor {q.name!r} reads {len(inputs)} inputs; only a processor with one input sets rows aside")
+    probe = state.operators[q.name].trial()
+    if probe is None:
+        raise CannotIsolate(f"processor {q.name!r} ({q.kind}) keeps state a try cannot set aside")
+    probe.end_trial()
+    unit = unit_of(q)
+    df = inputs[0]
+    marked = df.withColumn(IDENTITY, identity(df, q))
+    units = marked if unit is QuarantineUnit.ROW else marked.select(IDENTITY).distinct()
+    units = units.withColumn(POSITION, F.monotonically_increasing_id()).persist()
+    try:
+        rows = (
+            units.groupBy(F.shiftright(F.col(POSITION), 33).alias("part"))
+            .agg(F.min(POSITION).alias("first"), F.count(F.lit(1)).alias("n"))
+            .orderBy("part")
+            .collect()
+        )
+        segments, total = [], 0
+        for row in rows:
+            segments.append(_Segment(int(row["first"]), int(row["n"]), total))
+            total += int(row["n"])
+        read = total if unit is QuarantineUnit.ROW else marked.count()
+
+        def part(a: int, b: int) -> DataFrame:
+            chosen = units.filter(_positions(segments, a, b))
+            if unit is QuarantineUnit.ROW:
+                return chosen.drop(IDENTITY, POSITION)
+            return marked.join(chosen.select(IDENTITY), IDENTITY, "left_semi").drop(IDENTITY)
+
+        bad = _search(total, lambda a, b: _try(state, q, work, part(a, b)), q, work.epoch, limit, read)
+        found = units.filter(F.col(POSITION).isin([_position(segments, i) for i in bad])).select(IDENTITY, POSITION).collect()
+        by_position = {int(r[POSITION]): int(r[IDENTITY]) for r in found}
+        reasons = {by_position[_position(segments, i)]: reason for i, reason in bad.items()}
+    finally:
+        units.unpersist()
+    record = QuarantineRecord(q.name, work.epoch, unit, reasons)
+    logger.warning(
+        "processor %r cannot process %d %s(s) of epoch %d (%s); setting them aside and running the epoch again",
+        q.name, len(reasons), unit.value, work.epoch, next(iter(reasons.values())),
+    )  # fmt: skip
+    return PoisonRows(record, read)
+
+
+def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, epoch: int, limit: ErrorLimit, read: int) -> dict[int, str]:
+    """Group testing over units ``0 .. total-1`` (all of which, together, fail): the
+    bad units' indices with their reasons. ``fails(a, b)``: the cause if units
+    ``a .. b-1`` fail together, else None."""
+    bad: dict[int, str] = {}
+    suspects = [(0, total)]
+    with ThreadPoolExecutor(CONCURRENT_TRIES, thread_name_prefix="falkirk-isolate") as pool:
+        while suspects:
+            halves = []
+            for a, b in suspects:
+                middle = (a + b) // 2
+                halves += [(a, middle), (middle, b)] if b - a > 1 else []
+            if not halves:
+                break
+            causes = list(pool.map(lambda ab: fails(*ab), halves))
+            failing = [(ab, cause) for ab, cause in zip(halves, causes, strict=True) if cause is not None]
+            parents = {(a, b) for a, b in suspects if b - a > 1}
+            for a, b in parents:  # one of the halves must fail, unless rows fail only together
+                if not any(a <= x < b for (x, _), _ in failing):
+                    raise CannotIsolate(
+                        f"processor {q.name!r} fails on epoch {epoch}'s rows only together, not on any one "
+                        f"{'key' if q.spec.keyed else 'row'} alone"
+                    )
+            suspects = []
+            for (a, b), cause in failing:
+                if b - a == 1:
+                    bad[a] = cause
+                else:
+                    suspects.append((a, b))
+            if not limit.allows(len(bad), read):
+                raise ErrorLimitExceeded(
+                    f"processor {q.name!r} cannot process more than {len(bad)} of epoch {epoch}'s {read} rows "
+                    f"(first: {next(iter(bad.values()))}): more than {limit} allows, which looks like a "
+                    "systematic error, not a few bad rows. Fix the function or the input, or allow more with "
+                    "Pipeline(error_limit=ErrorLimit(...)); then run again"
+                )
+    if total == 1 and not bad:  # the one unit fails alone
+        alone = fails(0, 1)
+        if alone is not None:
+            bad[0] = alone
+    return bad
+
+
+def _try(state: RunState, q: Processor, work: EpochWork, rows: DataFrame) -> str | None:
+    """Run ``q``'s step of the epoch on ``rows`` alone (through a stand-in): the cause
+    of the data error it fails with, or None."""
+    stand_in = state.operators[q.name].trial()
+    assert stand_in is not None
+    error: BaseException | None = None
+    try:
+        tick = Tick(work.epoch)
+        produced = stand_in.step(Step(work.epoch, [rows], offsets=work.offsets.get(q.name), time=tick.as_time, version=tick.ordinal, final=work.final))
+        for out in produced.values():
+            error = error or run_alone(out)
+    except Exception as exc:  # a keyed step computes (materialises) inside step()
+        error = exc
+    finally:
+        stand_in.end_trial()
+    if error is None:
+        return None
+    if is_executor_loss(error) or as_storage_error(error) is not None or no_space(error) is not None:
+        raise error
+    cause = cause_of(error)
+    if cause is None:
+        raise error
+    return cause
+
+
+def _positions(segments: list[_Segment], a: int, b: int) -> Column:
+    """Units ``a .. b-1`` as a condition on their positions."""
+    conditions = []
+    for s in segments:
+        lo, hi = max(a, s.offset), min(b, s.offset + s.count)
+        if lo < hi:
+            conditions.append(F.col(POSITION).between(s.first + lo - s.offset, s.first + hi - s.offset - 1))
+    if not conditions:
+        return F.lit(False)
+    found = conditions[0]
+    for c in conditions[1:]:
+        found = found | c
+    return found
+
+
+def _position(segments: list[_Segment], i: int) -> int:
+    """The position of the ``i``-th unit."""
+    for s in segments:
+        if s.offset <= i < s.offset + s.count:
+            return s.first + i - s.offset
+    raise IndexError(i)
