@@ -28,7 +28,7 @@ PARSE_LINE = inspect.getsourcelines(parse)[1] + 1
 
 def readme_pipeline(work: Path) -> Pipeline:
     """The README's first example ("Writing a pipeline")."""
-    p = Pipeline("clicks")
+    p = Pipeline("clicks", on_error="stop")  # the error stops the run (the default sets the row aside)
     raw = p.source(
         "events",
         FileSource(str(work / "in"), "csv", "user string, ts string, _raw string", options={"header": "true", "columnNameOfCorruptRecord": "_raw"}),
@@ -75,7 +75,7 @@ RAISE_LINE = inspect.getsourcelines(explode_on)[1] + 2
 def test_an_exception_in_a_stateful_function_names_it_and_the_users_line(spark: SparkSession, tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a-1.csv").write_text("k,v\nx,1\ny,-2\n")
-    p = Pipeline("raising")
+    p = Pipeline("raising", on_error="stop")
     (
         p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"}))
         .stateful("check", "k", explode_on, state_schema="v long", output_schema="k string, v long")

@@ -23,6 +23,7 @@ from falkirk.storage import (
     make_durable,
     verify_files,
 )
+from falkirk.storage.schema import SCHEMA_VERSION
 from falkirk.time.ticks import Tick
 from tests.domains import E, down
 
@@ -144,9 +145,9 @@ def test_foreign_pipeline_and_schema_are_refused(tmp_path: Path, topo: Topology)
         store.checkpoints(other)
     store.close()
     db = sqlite3.connect(tmp_path / "meta.sqlite")
-    db.execute("PRAGMA user_version=7")
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")  # a newer Falkirk's
     db.close()
-    with pytest.raises(StorageError, match="schema 7"):
+    with pytest.raises(StorageError, match=f"schema {SCHEMA_VERSION + 1}"):
         MetaStore(tmp_path)
 
 

@@ -331,7 +331,8 @@ class EpochRunner:
             df = self.keep(work, df)
         # Sources are counted from their offsets; loop processors' rows are not
         # counted (an observation per iteration would need a count per tick).
-        if state.telemetry is not None and not p.spec.source and p.region is None:
+        # The errors output is not counted (its rows are counted as they are set aside).
+        if state.telemetry is not None and not p.spec.source and p.region is None and port != ERRORS_PORT:
             # Observed above the cache, not inside it: every job reading the output
             # counts all of it, whichever of two concurrent jobs (a log write and a
             # consumer) computed which cached partitions.

@@ -8,6 +8,7 @@ Pure Python: a :class:`Pipeline` says *what* runs (each processor's typed spec i
 from __future__ import annotations
 
 from falkirk.graph.edge_id import EdgeId
+from falkirk.graph.errors import ErrorLimit, OnError
 from falkirk.graph.exceptions import GraphError, PipelineChangedError
 from falkirk.graph.loops import Loop
 from falkirk.graph.pipeline import Input, Pipeline, PipelineEdge, Processor
@@ -32,12 +33,14 @@ __all__ = [
     "ContinuousEventualCheckpoint",
     "EagerCheckpoint",
     "EdgeId",
+    "ErrorLimit",
     "FullHistory",
     "GlobalCheckpoints",
     "GraphError",
     "Input",
     "LazyCheckpoint",
     "LogOutputs",
+    "OnError",
     "Loop",
     "Pipeline",
     "PipelineChangedError",

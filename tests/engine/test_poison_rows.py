@@ -1,0 +1,182 @@
+"""Poison rows: a processor's step that fails on a few rows sets them aside, exactly
+once, and the pipeline goes on (:mod:`falkirk.graph.errors`). Bad values in a JVM
+expression (an ANSI cast), in the user's Python function (a UDF), and in keyed
+processors (a ``stateful`` function, an overflowing ``aggregate`` sum): the whole
+output and the rows set aside are compared with plain Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from falkirk.execution.diagnosis import StepError
+from falkirk.execution.isolation import ErrorLimitExceeded
+from falkirk.graph import EagerCheckpoint, ErrorLimit, LazyCheckpoint, Pipeline
+from falkirk.io import FileSource, MemorySink, ParquetTableSink
+from falkirk.runtime import Engine
+from falkirk.storage import MetaStore, QuarantineUnit
+
+CAST_ERROR = "[CAST_INVALID_INPUT] The value 'xx'"
+
+
+def readme_pipeline(work: Path, **options: object) -> Pipeline:
+    """The README's first example ("Writing a pipeline")."""
+    p = Pipeline("clicks", **options)  # type: ignore[arg-type]
+    raw = p.source(
+        "events",
+        FileSource(str(work / "in"), "csv", "user string, ts string, _raw string", options={"header": "true", "columnNameOfCorruptRecord": "_raw"}),
+    )
+    valid, rejected = raw.validate("validate", lambda df: df.withColumn("reason", F.when(F.col("_raw").isNotNull(), "malformed row")))
+    rejected.sink("dead_letter", ParquetTableSink(str(work / "rejected"), epoch_column=None))
+    (
+        valid.map("parse", lambda df: df.select("user", F.col("ts").cast("long").alias("ts")))
+        .exchange("by_user", "user")
+        .aggregate("stats", "user", {"n": ("count", None), "last": ("max", "ts")}, policy=LazyCheckpoint(every=5))
+        .sink("out", ParquetTableSink(str(work / "out")))
+    )
+    return p
+
+
+def write(directory: Path, files: dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+
+
+def test_the_readme_example_with_carol_xx_runs_to_the_end_with_the_row_set_aside(spark: SparkSession, tmp_path: Path) -> None:
+    write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"})
+    report = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark).run()
+    assert report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]
+    out = pd.read_parquet(tmp_path / "out")
+    assert sorted(map(tuple, out[["user", "n", "last", "epoch"]].values.tolist())) == [
+        ("alice", 1, 1, 1), ("alice", 2, 3, 2), ("bob", 1, 2, 1), ("carol", 1, 4, 2),
+    ]  # fmt: skip
+    # No sink reads parse's errors: the row is in the root's quarantine table.
+    errors = pd.read_parquet(tmp_path / "state" / "quarantine" / "parse")
+    assert errors[["user", "ts", "processor", "epoch"]].values.tolist() == [["carol", "xx", "parse", 2]]
+    assert errors["reason"][0].startswith(CAST_ERROR) and "== DataFrame ==" not in errors["reason"][0]
+    store = MetaStore(tmp_path / "state", read_only=True)
+    record = store.quarantined()[("parse", 2)]
+    store.close()
+    assert (record.unit, record.rows, len(record.reasons), len(record.files)) == (QuarantineUnit.ROW, 1, 1, 1)
+
+
+def test_errors_go_to_the_sink_connected_to_them_and_a_replay_sets_aside_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """Epoch 2's bad rows are found and committed; ``stats`` checkpoints every third
+    epoch, so the next run re-runs epochs 1 and 2 through ``parse``, which sets aside
+    the committed identities without searching again."""
+    write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\n", "a-2.csv": "user,ts\nbob,xx\nalice,2\nbob,yy\nbob,xx\n", "a-3.csv": "user,ts\nbob,5\n"})
+
+    def pipeline() -> Pipeline:
+        p = Pipeline("clicks")
+        raw = p.source("events", FileSource(str(tmp_path / "in"), "csv", "user string, ts string", options={"header": "true"}))
+        parsed = raw.map("parse", lambda df: df.select("user", F.col("ts").cast("long").alias("ts")))
+        parsed.errors().sink("errors", ParquetTableSink(str(tmp_path / "errors"), epoch_column=None))
+        parsed.exchange("by_user", "user").aggregate("stats", "user", {"n": ("count", None), "sum": ("sum", "ts")}, policy=LazyCheckpoint(every=3)).sink(
+            "out", ParquetTableSink(str(tmp_path / "out"))
+        )
+        return p
+
+    first = Engine(pipeline(), str(tmp_path / "state"), spark=spark).run(max_epochs=2)
+    assert first.set_aside == [("parse", 2, 2)]  # two distinct rows: 'bob,xx' twice is one identity
+    second = Engine(pipeline(), str(tmp_path / "state"), spark=spark).run()
+    assert second.recovered is not None and second.recovered["stats"] == 0  # epochs 1 and 2 re-run
+    assert second.epochs == [1, 2, 3] and second.set_aside == []  # the committed identities, no search
+    errors = pd.read_parquet(tmp_path / "errors")
+    assert sorted(map(tuple, errors[["user", "ts", "epoch"]].values.tolist())) == [("bob", "xx", 2), ("bob", "xx", 2), ("bob", "yy", 2)]
+    assert not (tmp_path / "state" / "quarantine").exists()
+    out = pd.read_parquet(tmp_path / "out")
+    assert sorted(map(tuple, out[["user", "n", "sum", "epoch"]].values.tolist())) == [("alice", 1, 1, 1), ("alice", 2, 3, 2), ("bob", 1, 5, 3)]
+
+
+def test_a_python_function_that_raises_on_some_rows(spark: SparkSession, tmp_path: Path) -> None:
+    write(tmp_path / "in", {"a-1.csv": "k,v\na,1\nb,-2\nc,3\nd,-4\ne,5\n"})
+
+    @F.udf("long")
+    def checked(v: int) -> int:
+        if v < 0:
+            raise ValueError(f"negative value {v}")
+        return v * 10
+
+    def scale(df: DataFrame) -> DataFrame:
+        return df.select("k", checked("v").alias("v"))
+
+    sink, errors = MemorySink(), MemorySink()
+    p = Pipeline("udf")
+    scaled = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"})).map("scale", scale)
+    scaled.sink("out", sink)
+    scaled.errors().sink("errors", errors)
+    assert Engine(p, str(tmp_path / "state"), spark=spark).run().set_aside == [("scale", 1, 2)]
+    assert sorted((r["k"], r["v"]) for r in sink.epochs[1]) == [("a", 10), ("c", 30), ("e", 50)]
+    found = sorted((r["k"], r["v"], r["processor"], r["reason"]) for r in errors.epochs[1])
+    assert found == [("b", -2, "scale", "ValueError: negative value -2"), ("d", -4, "scale", "ValueError: negative value -4")]
+
+
+def refuse_negative(key: tuple[str], rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if (rows["v"] < 0).any():
+        raise ValueError(f"negative value for key {key[0]}")
+    n = int(state["n"].iloc[0]) if len(state) else 0
+    n += len(rows)
+    return pd.DataFrame({"k": [key[0]], "n": [n]}), pd.DataFrame({"n": [n]})
+
+
+def test_a_keyed_function_that_raises_sets_aside_the_keys_rows_of_the_epoch(spark: SparkSession, tmp_path: Path) -> None:
+    """A ``stateful`` function fails on a key (its rows of the epoch with its state):
+    every row of that key in that epoch is set aside, its state stays as it was, and
+    the other keys go on; the key's later epochs count from its state before."""
+    write(tmp_path / "in", {"a-1.csv": "k,v\nx,1\ny,1\n", "a-2.csv": "k,v\nx,1\ny,2\ny,-3\nz,1\n", "a-3.csv": "k,v\ny,1\n"})
+    sink, errors = MemorySink(), MemorySink()
+    p = Pipeline("keyed")
+    counted = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"})).stateful(
+        "count", "k", refuse_negative, state_schema="n long", output_schema="k string, n long", policy=EagerCheckpoint()
+    )
+    counted.sink("out", sink)
+    counted.errors().sink("errors", errors)
+    report = Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert report.set_aside == [("count", 2, 1)]
+    assert {e: sorted((r["k"], r["n"]) for r in rows) for e, rows in sink.epochs.items()} == {
+        1: [("x", 1), ("y", 1)], 2: [("x", 2), ("z", 1)], 3: [("y", 2)],
+    }  # fmt: skip
+    assert sorted((r["k"], r["v"], r["epoch"], r["reason"]) for r in errors.epochs[2]) == [
+        ("y", -3, 2, "ValueError: negative value for key y"), ("y", 2, 2, "ValueError: negative value for key y"),
+    ]  # fmt: skip
+
+
+def test_an_overflowing_sum_sets_aside_the_keys_rows_of_the_epoch(spark: SparkSession, tmp_path: Path) -> None:
+    big = 2**62
+    write(tmp_path / "in", {"a-1.csv": f"k,v\nx,{big}\ny,1\n", "a-2.csv": f"k,v\nx,{big}\ny,1\n", "a-3.csv": "k,v\nx,1\n"})
+    sink, errors = MemorySink(), MemorySink()
+    p = Pipeline("sums")
+    summed = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"})).aggregate(
+        "sum", "k", {"total": ("sum", "v")}, policy=EagerCheckpoint()
+    )
+    summed.sink("out", sink)
+    summed.errors().sink("errors", errors)
+    report = Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert report.set_aside == [("sum", 2, 1)]
+    assert {e: sorted((r["k"], r["total"]) for r in rows) for e, rows in sink.epochs.items()} == {
+        1: [("x", big), ("y", 1)], 2: [("y", 2)], 3: [("x", big + 1)],
+    }  # fmt: skip
+    [row] = errors.epochs[2]
+    assert (row["k"], row["v"]) == ("x", big) and "ARITHMETIC_OVERFLOW" in row["reason"]
+
+
+def test_on_error_stop_names_the_row_and_switching_it_changes_no_edge(spark: SparkSession, tmp_path: Path) -> None:
+    write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\n"})
+    with pytest.raises(StepError) as caught:
+        Engine(readme_pipeline(tmp_path, on_error="stop"), str(tmp_path / "state"), spark=spark).run()
+    message = str(caught.value)
+    assert message.startswith(f"processor 'parse' failed on epoch 2's data: {CAST_ERROR}") and "a-2.csv" in message
+    report = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark).run()  # the same root
+    assert report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]  # stats checkpoints every 5th
+
+
+def test_more_bad_rows_than_the_limit_stop_the_run(spark: SparkSession, tmp_path: Path) -> None:
+    write(tmp_path / "in", {"a-1.csv": "user,ts\n" + "".join(f"u{i},x{i}\n" for i in range(6)) + "alice,1\n"})
+    with pytest.raises(ErrorLimitExceeded, match=r"processor 'parse' cannot process .* ErrorLimit\(rows=2, share=0.1\)"):
+        Engine(readme_pipeline(tmp_path, error_limit=ErrorLimit(rows=2, share=0.1)), str(tmp_path / "state"), spark=spark).run()
+    assert not (tmp_path / "out").exists() or pd.read_parquet(tmp_path / "out").empty
