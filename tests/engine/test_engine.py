@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from falkirk.demo.clickstream import build_pipeline
+from falkirk.execution.epoch import EpochRunner
 from falkirk.graph import (
     EagerCheckpoint,
     FullHistory,
@@ -20,7 +21,6 @@ from falkirk.graph import (
     LogOutputs,
     Pipeline,
 )
-from falkirk.execution.epoch import EpochRunner
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.runtime import Engine
 from falkirk.spark.blocks import checkpointed_rdds, lost_blocks

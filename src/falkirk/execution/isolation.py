@@ -8,10 +8,11 @@ input - by group testing - until the failing units are found:
    over the input kept in the executors: partition by partition, so halves are
    partitions first, then row ranges), one unit per row (a row-wise processor) or
    per key (a keyed one: every row of the key in the epoch goes together);
-2. a part that fails is halved, and both halves are tried (both may hold bad units),
-   the tries of one round run concurrently; a part of one unit that fails is a bad
-   unit, with its own error's text as the reason. k bad units of n cost about
-   ``2 k log2(n/k)`` tries, each a Spark job over the kept input;
+2. a part that fails is halved and its left half tried; the right half is tried
+   too when the left fails (both may hold bad units), and is known to fail when the
+   left does not; the tries of one round run concurrently. A unit is tried alone
+   (its own error's text is the reason). k bad units of n cost about
+   ``1.5 k log2(n/k)`` tries, each a Spark job over the kept input;
 3. the bad units' identities (:mod:`falkirk.execution.quarantine`) are read back
    (a few rows), and the epoch is run again without them.
 
@@ -144,32 +145,44 @@ def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFra
 def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, epoch: int, limit: ErrorLimit, read: int) -> dict[int, str]:
     """Group testing over units ``0 .. total-1`` (all of which, together, fail): the
     bad units' indices with their reasons. ``fails(a, b)``: the cause if units
-    ``a .. b-1`` fail together, else None."""
+    ``a .. b-1`` fail together, else None.
+
+    A part known to fail is halved and its left half tried: if that fails, the right
+    half is tried in the next round (it may hold bad units too); if not, the right
+    half must fail and is halved without a try. A unit is always tried alone (its
+    own error is its reason); one that passes alone means rows fail only together."""
     bad: dict[int, str] = {}
-    suspects = [(0, total)]
+    known: list[tuple[tuple[int, int], str | None]] = [((0, total), None)]  # failing; None: inferred, not tried
+    unknown: list[tuple[int, int]] = []  # to try
     with ThreadPoolExecutor(CONCURRENT_TRIES, thread_name_prefix="falkirk-isolate") as pool:
-        while suspects:
-            halves = []
-            for a, b in suspects:
-                middle = (a + b) // 2
-                halves += [(a, middle), (middle, b)] if b - a > 1 else []
-            if not halves:
-                break
-            causes = list(pool.map(lambda ab: fails(*ab), halves))
-            failing = [(ab, cause) for ab, cause in zip(halves, causes, strict=True) if cause is not None]
-            parents = {(a, b) for a, b in suspects if b - a > 1}
-            for a, b in parents:  # one of the halves must fail, unless rows fail only together
-                if not any(a <= x < b for (x, _), _ in failing):
+        while known or unknown:
+            tries, splits, inferred = list(unknown), [], []
+            for (a, b), cause in known:
+                if b - a > 1:
+                    middle = (a + b) // 2
+                    splits.append(((a, middle), (middle, b)))
+                    tries.append((a, middle))
+                elif cause is None:
+                    inferred.append((a, b))
+                    tries.append((a, b))
+                else:
+                    bad[a] = cause
+            results = dict(zip(tries, pool.map(lambda ab: fails(*ab), tries), strict=True))
+            known = [(part, results[part]) for part in unknown if results[part] is not None]
+            unknown = []
+            for part in inferred:
+                if results[part] is None:
                     raise CannotIsolate(
                         f"processor {q.name!r} fails on epoch {epoch}'s rows only together, not on any one "
                         f"{'key' if q.spec.keyed else 'row'} alone"
                     )
-            suspects = []
-            for (a, b), cause in failing:
-                if b - a == 1:
-                    bad[a] = cause
+                known.append((part, results[part]))
+            for left, right in splits:
+                if results[left] is not None:
+                    known.append((left, results[left]))
+                    unknown.append(right)
                 else:
-                    suspects.append((a, b))
+                    known.append((right, None))
             if not limit.allows(len(bad), read):
                 raise ErrorLimitExceeded(
                     f"processor {q.name!r} cannot process more than {len(bad)} of epoch {epoch}'s {read} rows "
@@ -177,10 +190,6 @@ def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, e
                     "systematic error, not a few bad rows. Fix the function or the input, or allow more with "
                     "Pipeline(error_limit=ErrorLimit(...)); then run again"
                 )
-    if total == 1 and not bad:  # the one unit fails alone
-        alone = fails(0, 1)
-        if alone is not None:
-            bad[0] = alone
     return bad
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from falkirk.graph.durations import Duration, micros, span
@@ -78,14 +79,14 @@ class WindowShape:
             raise GraphError(f"{self!r}: give every size as an integer (an integer column) or every one as a duration (a timestamp column)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Tumbling(WindowShape):
     """Windows ``[k*size, (k+1)*size)``, one per row."""
 
     size: int | Duration
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "size", span(self.size, f"Tumbling(size={self.size!r})"))
+    def __init__(self, size: int | str | timedelta | Duration) -> None:
+        object.__setattr__(self, "size", span(size, f"Tumbling(size={size!r})"))
 
     def describe(self) -> str:
         return f"tumbling windows of {self.size}"
@@ -97,17 +98,17 @@ class Tumbling(WindowShape):
         return Tumbling(micros(self.size))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Sliding(WindowShape):
     """Windows ``[k*slide, k*slide + size)``: ``ceil(size / slide)`` per row."""
 
     size: int | Duration
     slide: int | Duration
 
-    def __post_init__(self) -> None:
-        what = f"Sliding(size={self.size!r}, slide={self.slide!r})"
-        object.__setattr__(self, "size", span(self.size, what))
-        object.__setattr__(self, "slide", span(self.slide, what))
+    def __init__(self, size: int | str | timedelta | Duration, slide: int | str | timedelta | Duration) -> None:
+        what = f"Sliding(size={size!r}, slide={slide!r})"
+        object.__setattr__(self, "size", span(size, what))
+        object.__setattr__(self, "slide", span(slide, what))
         self._check_one_kind()
         size, slide = micros(self.size), micros(self.slide)
         if not 1 <= slide <= size:
@@ -129,14 +130,14 @@ class Sliding(WindowShape):
         return Sliding(micros(self.size), micros(self.slide))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Session(WindowShape):
     """Per key, rows at most ``gap`` apart form a window ``[first, last + gap)``."""
 
     gap: int | Duration
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "gap", span(self.gap, f"Session(gap={self.gap!r})"))
+    def __init__(self, gap: int | str | timedelta | Duration) -> None:
+        object.__setattr__(self, "gap", span(gap, f"Session(gap={gap!r})"))
 
     def describe(self) -> str:
         return f"sessions with a gap of {self.gap}"

@@ -1,0 +1,93 @@
+"""``examples/payments.py``: about 1% of the rows hold a value ``parse`` cannot cast
+(ANSI mode, no validation in front of it), which the engine sets aside exactly once.
+
+The whole output - totals, windows and the rows set aside - is compared with plain
+Python over the same files (:mod:`falkirk.testing.payments`) after an uninterrupted
+run in this process, and after a chain of SIGKILLs: at each crash point of the
+isolation (the failing rows found, and written, not committed) and of an epoch's
+commit, inside a recovery, and at random moments. ``--on-error stop`` exits 2 with
+one line naming the processor, the epoch, the file and the value."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import SparkSession
+
+from falkirk.demo.payments import ERRORS_COLUMNS, TOTALS_COLUMNS, WINDOWS_COLUMNS
+from falkirk.testing.payments import Expected, expected, write_input
+from falkirk.testing.visibility import CommittedOnly
+from tests.engine.examples import EXAMPLES, finish, kill_at_a_random_moment, kill_at_each, run_example_here
+from tests.engine.examples import start as start_example
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("payments-input") / "in"
+    write_input(root, files=7, rows=300, bad_share=0.01, seed=3)
+    return root
+
+
+def timestamp(value: object) -> datetime:
+    return pd.Timestamp(value).to_pydatetime().replace(tzinfo=None)  # type: ignore[no-any-return]
+
+
+def assert_output(out: Path, want: Expected) -> None:
+    totals = pd.read_parquet(out / "totals")[TOTALS_COLUMNS]
+    assert sorted(map(tuple, totals.values.tolist())) == want.totals
+    windows = pd.read_parquet(out / "windows")[WINDOWS_COLUMNS]
+    got = sorted((u, timestamp(s), timestamp(e), int(n), int(t)) for u, s, e, n, t in windows.values.tolist())
+    assert got == want.windows
+    errors = pd.read_parquet(out / "errors")[ERRORS_COLUMNS]
+    assert sorted((u, a, t) for u, a, t, _, _ in errors.values.tolist()) == want.errors
+    assert set(errors["processor"]) == {"parse"} and all(errors["reason"].str.len() > 0)
+
+
+def test_an_uninterrupted_run_sets_aside_every_bad_row_once(spark: SparkSession, files: Path, tmp_path: Path) -> None:
+    want = expected(files)
+    assert 10 <= len(want.errors) <= 60  # ~1% of 2100 rows, some with both values bad
+    args = ["--input", str(files), "--output", str(tmp_path / "out"), "--storage", str(tmp_path / "state")]
+    assert run_example_here("payments", args) == 0
+    assert_output(tmp_path / "out", want)
+
+
+def test_on_error_stop_exits_2_with_one_line_naming_processor_epoch_file_and_value(tmp_path: Path) -> None:
+    write_input(tmp_path / "in", files=1, rows=20, bad_share=0, seed=1)
+    bad = tmp_path / "in" / "p-00001.csv"
+    bad.write_text("user,amount,ts\nu1,5,2026-11-26 10:15:00\nu2,12x,2026-11-26 10:16:00\n")
+    args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--storage", str(tmp_path / "state"), "--on-error", "stop"]
+    done = subprocess.run([sys.executable, str(EXAMPLES / "payments.py"), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("payments:")]
+    assert line.startswith("payments: error: processor 'parse' failed on epoch 2's data: [CAST_INVALID_INPUT] The value '12x'")
+    assert "input: payments: p-00001.csv" in line
+
+
+def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: Path, tmp_path: Path) -> None:
+    out, state = tmp_path / "out", tmp_path / "state"
+    args = ["--input", str(files), "--output", str(out), "--storage", str(state)]
+    visible = CommittedOnly(state)
+    points = [
+        "quarantine.found:1",  # epoch 1's bad rows found, nothing committed yet
+        "quarantine.written:1",  # found again and written to the errors sink: not committed
+        "commit.after:1",  # epoch 1 committed with the identities of its bad rows
+        "quarantine.found:1",  # epoch 2's (epoch 1's are committed: no second search)
+        "epoch.computed:2",
+        "recovery.restored:1",  # checkpoints restored, nothing replayed yet
+        "commit.before:2",
+        "quarantine.written:2",
+        "sink.publish:3",
+    ]
+    kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
+    rng = random.Random(7)
+    for _ in range(2):
+        kill_at_a_random_moment(start_example("payments.py", args), rng.uniform(8, 16), visible)
+    assert finish(start_example("payments.py", args)) == 0
+    visible.check()
+    assert_output(out, expected(files))
