@@ -171,9 +171,10 @@ def _fork(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
-    from falkirk.ops.status import inspect
+    from falkirk.ops.status import inspect, quarantine
 
-    print(json.dumps(inspect(args.storage, args.what, args.metadata_dir), indent=2, default=str))
+    found = quarantine(args.storage, args.metadata_dir) if args.what == "quarantine" else inspect(args.storage, args.what, args.metadata_dir)
+    print(json.dumps(found, indent=2, default=str))
     return 0
 
 
@@ -227,9 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_fork.add_argument("storage", help="the copied storage root (local; no driver may run on it)")
     p_fork.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
     p_fork.set_defaults(run=_fork)
-    p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor")
+    p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor, or the rows set aside")
     p_inspect.add_argument("storage", help="the storage root")
-    p_inspect.add_argument("what", help="an epoch number or a processor name")
+    p_inspect.add_argument("what", help="an epoch number, a processor name, or 'quarantine' (the rows processors set aside)")
     p_inspect.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
     p_inspect.set_defaults(run=_inspect)
     return parser

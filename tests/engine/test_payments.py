@@ -23,7 +23,13 @@ from pyspark.sql import SparkSession
 from falkirk.demo.payments import ERRORS_COLUMNS, TOTALS_COLUMNS, WINDOWS_COLUMNS
 from falkirk.testing.payments import Expected, expected, write_input
 from falkirk.testing.visibility import CommittedOnly
-from tests.engine.examples import EXAMPLES, finish, kill_at_a_random_moment, kill_at_each, run_example_here
+from tests.engine.examples import (
+    EXAMPLES,
+    finish,
+    kill_at_a_random_moment,
+    kill_at_each,
+    run_example_here,
+)
 from tests.engine.examples import start as start_example
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from prometheus_client import generate_latest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -17,6 +18,7 @@ from falkirk.execution.diagnosis import StepError
 from falkirk.execution.isolation import ErrorLimitExceeded
 from falkirk.graph import EagerCheckpoint, ErrorLimit, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
+from falkirk.ops.status import quarantine, render, status
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore, QuarantineUnit
 
@@ -49,8 +51,12 @@ def write(directory: Path, files: dict[str, str]) -> None:
 
 def test_the_readme_example_with_carol_xx_runs_to_the_end_with_the_row_set_aside(spark: SparkSession, tmp_path: Path) -> None:
     write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"})
-    report = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark).run()
+    engine = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark, ui="127.0.0.1:0")
+    report = engine.run()
     assert report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]
+    assert engine.telemetry is not None
+    metrics = generate_latest(engine.telemetry.registry).decode()
+    assert 'falkirk_rows_set_aside_total{processor="parse"} 1.0' in metrics
     out = pd.read_parquet(tmp_path / "out")
     assert sorted(map(tuple, out[["user", "n", "last", "epoch"]].values.tolist())) == [
         ("alice", 1, 1, 1), ("alice", 2, 3, 2), ("bob", 1, 2, 1), ("carol", 1, 4, 2),
@@ -63,6 +69,13 @@ def test_the_readme_example_with_carol_xx_runs_to_the_end_with_the_row_set_aside
     record = store.quarantined()[("parse", 2)]
     store.close()
     assert (record.unit, record.rows, len(record.reasons), len(record.files)) == (QuarantineUnit.ROW, 1, 1, 1)
+    # falkirk status counts them; falkirk inspect ROOT quarantine shows them.
+    shown = status(str(tmp_path / "state"))
+    assert shown["processors"]["parse"]["set_aside"] == {"rows": 1, "epochs": 1, "in_table": 1}
+    assert "parse set aside 1 rows it could not process, in 1 epochs: see the quarantine table" in render(shown)
+    [entry] = quarantine(str(tmp_path / "state"))["set_aside"]
+    assert (entry["processor"], entry["epoch"], entry["rows"], entry["where"]) == ("parse", 2, 1, "quarantine table")
+    assert [(r["user"], r["ts"]) for r in entry["first_rows"]] == [("carol", "xx")]
 
 
 def test_errors_go_to_the_sink_connected_to_them_and_a_replay_sets_aside_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:

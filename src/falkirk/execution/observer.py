@@ -63,6 +63,8 @@ class Observer:
             return
         work.seconds = time.perf_counter() - work.started
         self.telemetry.committed(work.epoch, work.seconds, work.ran)
+        for record in work.batch.quarantine:
+            self.telemetry.set_aside(record.processor, record.epoch, record.rows)
         self._frontiers(state)
         self._counting.append(work)
         self.count()

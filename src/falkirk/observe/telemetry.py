@@ -9,6 +9,8 @@ Metrics (one registry per engine, served at ``/metrics``):
 
 * ``falkirk_epochs_committed_total``
 * ``falkirk_records_total{processor}``: rows each processor emitted
+* ``falkirk_rows_set_aside_total{processor}``: rows a processor could not process and
+  set aside (its ``errors`` output or the quarantine table), per committed epoch
 * ``falkirk_epoch_seconds`` (histogram): planning to commit of an epoch
 * ``falkirk_checkpoint_seconds`` (histogram) and ``falkirk_checkpoint_bytes{processor}``
   (the last keyed-state checkpoint's size)
@@ -57,6 +59,8 @@ class ProcessorView:
     state_bytes: int | None = None
     records: int = 0
     records_per_second: float = 0.0
+    #: Rows it set aside (``on_error="dead_letter"``) in the epochs this run committed.
+    set_aside: int = 0
 
 
 class Telemetry:
@@ -84,6 +88,9 @@ class Telemetry:
         self.registry = CollectorRegistry()
         self.epochs_committed = Counter("falkirk_epochs_committed", "Epochs committed", registry=self.registry)
         self.records = Counter("falkirk_records", "Rows each processor emitted", ["processor"], registry=self.registry)
+        self.rows_set_aside = Counter(
+            "falkirk_rows_set_aside", "Rows a processor could not process and set aside", ["processor"], registry=self.registry
+        )
         self.epoch_seconds = Histogram(
             "falkirk_epoch_seconds", "Seconds from an epoch's planning to its commit", buckets=_SECONDS, registry=self.registry
         )
@@ -182,6 +189,14 @@ class Telemetry:
     def collected(self, files: int, size: int) -> None:
         self.garbage_bytes.inc(size)
         self.event("gc", f"{files} files ({size} bytes) collected")
+
+    def set_aside(self, processor: str, epoch: int, rows: int) -> None:
+        """``processor`` set ``rows`` rows of ``epoch`` aside (committed)."""
+        self.rows_set_aside.labels(processor).inc(rows)
+        with self._lock:
+            if processor in self.processors:
+                self.processors[processor].set_aside += rows
+        self.event("set_aside", f"{processor}: {rows} rows of epoch {epoch} set aside", epoch)
 
     def failed(self, processors: list[str], epoch: int) -> None:
         self.event("failure", f"{', '.join(sorted(processors))} failed after epoch {epoch}", epoch)

@@ -25,7 +25,7 @@ from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
 from falkirk.storage import LocalFileSystem, MetaStore, StorageError
 from falkirk.storage.evidence import check_metadata
-from falkirk.storage.filesystem import StoredFile, is_uri
+from falkirk.storage.filesystem import StoredFile, is_uri, local_path
 from falkirk.storage.identity import recorded
 from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
@@ -174,6 +174,12 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
             }
         else:
             recovery = {"frontiers": {}, "why": {}, "table": "nothing committed yet: a start begins at epoch 1"}
+        for (name, _), record in store.quarantined().items():
+            if name in processors:
+                aside = processors[name].setdefault("set_aside", {"rows": 0, "epochs": 0, "in_table": 0})
+                aside["rows"] += max(record.rows, 0)
+                aside["epochs"] += 1
+                aside["in_table"] += max(record.rows, 0) if record.files else 0
         committed = store.committed_epoch()
         identity = recorded(store)
         return {
@@ -322,9 +328,51 @@ def render(report: dict[str, Any]) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     inputs = [_render_input(name, p["input"]) for name, p in report["processors"].items() if "input" in p]
     lines += ["", *inputs] if inputs else []
+    aside = [_render_set_aside(name, p["set_aside"], report["storage"]) for name, p in report["processors"].items() if "set_aside" in p]
+    lines += ["", *aside] if aside else []
     lines += ["", "if a driver started now, recovery would choose:", report["recovery"]["table"]]
     lines += _render_in_doubt(report)
     return "\n".join(lines)
+
+
+def _render_set_aside(name: str, aside: dict[str, Any], storage: str) -> str:
+    where = "its errors output's sink"
+    if aside["in_table"]:
+        where = f"the quarantine table (falkirk inspect {storage} quarantine)"
+        if aside["in_table"] < aside["rows"]:
+            where += " and its errors output's sink"
+    return f"{name} set aside {aside['rows']} rows it could not process, in {aside['epochs']} epochs: see {where}"
+
+
+def quarantine(storage: str, metadata_dir: str | None = None, shown: int = 20) -> dict[str, Any]:
+    """The rows processors set aside (``falkirk inspect ROOT quarantine``): per
+    processor and epoch, how many, why, and (for rows in the root's quarantine table)
+    the first ``shown`` of them."""
+    import pyarrow.parquet as pq
+
+    store = open_root(storage, metadata_dir)
+    try:
+        records = []
+        for (name, epoch), record in store.quarantined().items():
+            entry: dict[str, Any] = {
+                "processor": name,
+                "epoch": epoch,
+                "unit": record.unit.value,
+                "rows": record.rows,
+                "reasons": sorted(set(record.reasons.values())),
+                "where": "quarantine table" if record.files else "errors output",
+                "files": [f.path for f in record.files],
+            }
+            paths = [local_path(f.path) if is_uri(f.path) else f.path for f in record.files]
+            if paths and all(paths):  # (the rows of a remote root's table are read with Spark)
+                rows: list[dict[str, Any]] = []
+                for path in paths:
+                    rows += pq.read_table(path).to_pylist()[: shown - len(rows)]
+                entry["first_rows"] = rows
+            records.append(entry)
+        return {"storage": storage, "set_aside": records}
+    finally:
+        store.close()
 
 
 def _render_in_doubt(report: dict[str, Any]) -> list[str]:
