@@ -34,21 +34,24 @@ class Expected:
 
 def write_input(directory: Path, *, files: int, rows: int, users: int = 8, bad_share: float = 0.01, seed: int = 1, first: int = 0) -> None:
     """``files`` CSV files of ``rows`` rows each (``p-00000.csv`` ...), numbered from
-    ``first``; each file covers 7 minutes of event time after the previous one's."""
+    ``first``; each file covers 7 minutes of event time after the previous one's and
+    holds ``round(rows * bad_share)`` bad rows (at least one if ``bad_share`` > 0): a
+    bad ``amount``, a bad ``ts`` or both."""
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
+    count = max(round(rows * bad_share), 1 if bad_share > 0 else 0)
     for f in range(first, first + files):
         lines = ["user,amount,ts"]
+        bad = set(rng.sample(range(rows), count))
         for i in range(rows):
             ts = START + timedelta(minutes=7 * f, seconds=i * 420 // rows)
             amount, stamp = str(rng.randint(-50, 1000)), ts.strftime("%Y-%m-%d %H:%M:%S")
-            draw = rng.random()
-            if draw < bad_share / 2:
-                amount = rng.choice(["x", "12.5x", "1e3q", "NaNx", str(2**70)])
-            elif draw < bad_share:
-                stamp = rng.choice(["bad", "2026-13-40 99:00:00", "2026-11-26T25:61:00"])
-                if rng.random() < 0.3:
-                    amount = "oops"
+            if i in bad:
+                which = rng.choice(("amount", "ts", "both"))
+                if which != "ts":
+                    amount = rng.choice(["x", "12.5x", "1e3q", "NaNx", str(2**70)])
+                if which != "amount":
+                    stamp = rng.choice(["bad", "2026-13-40 99:00:00", "2026-11-26T25:61:00"])
             lines.append(f"u{rng.randrange(users)},{amount},{stamp}")
         (directory / f"p-{f:05d}.csv").write_text("\n".join(lines) + "\n")
 
