@@ -18,6 +18,7 @@ from falkirk.execution.diagnosis import StepError
 from falkirk.execution.isolation import ErrorLimitExceeded
 from falkirk.graph import EagerCheckpoint, ErrorLimit, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
+from falkirk.io.exceptions import LateInputError
 from falkirk.ops.status import quarantine, render, status
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore, QuarantineUnit
@@ -193,3 +194,32 @@ def test_more_bad_rows_than_the_limit_stop_the_run(spark: SparkSession, tmp_path
     with pytest.raises(ErrorLimitExceeded, match=r"processor 'parse' cannot process .* ErrorLimit\(rows=2, share=0.1\)"):
         Engine(readme_pipeline(tmp_path, error_limit=ErrorLimit(rows=2, share=0.1)), str(tmp_path / "state"), spark=spark).run()
     assert not (tmp_path / "out").exists() or pd.read_parquet(tmp_path / "out").empty
+
+
+def test_a_late_file_is_left_unread_and_recorded_with_late_set_aside(spark: SparkSession, tmp_path: Path) -> None:
+    """A file whose name sorts before one already consumed stops a run by default; a
+    ``FileSource(late="set_aside")`` leaves it unread, records it with the next epoch
+    (also an epoch of its own when nothing new came with it), and goes on."""
+    write(tmp_path / "in", {"b.csv": "k,v\nb,1\n"})
+    sink = MemorySink()
+
+    def pipeline(late: str) -> Pipeline:
+        p = Pipeline("late")
+        p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"}, late=late)).sink("out", sink)
+        return p
+
+    state = str(tmp_path / "state")
+    assert Engine(pipeline("set_aside"), state, spark=spark).run().epochs == [1]
+    write(tmp_path / "in", {"a.csv": "k,v\na,1\n"})
+    with pytest.raises(LateInputError, match="'a.csv'"):
+        Engine(pipeline("stop"), state, spark=spark).run()
+    assert Engine(pipeline("set_aside"), state, spark=spark).run().epochs == [2]  # the record alone
+    write(tmp_path / "in", {"a2.csv": "k,v\na,2\n", "c.csv": "k,v\nc,1\n"})
+    assert Engine(pipeline("set_aside"), state, spark=spark).run().epochs == [3]
+    assert {e: sorted(r["k"] for r in rows) for e, rows in sink.epochs.items()} == {1: ["b"], 2: [], 3: ["c"]}
+    shown = status(state)
+    assert shown["processors"]["rows"]["set_aside"]["files"] == 2
+    assert "rows left 2 late input files unread, in 2 epochs" in render(shown)
+    found = {(e["epoch"], e["unit"], e["where"]): e["reasons"] for e in quarantine(state)["set_aside"]}
+    assert list(found) == [(2, "file", "input directory"), (3, "file", "input directory")]
+    assert found[(3, "file", "input directory")][0].startswith("a2.csv: arrived after 'b.csv'")

@@ -39,6 +39,7 @@ from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.isolation import CannotIsolate, isolate
+from falkirk.execution.quarantine import file_identity
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
@@ -49,7 +50,7 @@ from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise, replicated
-from falkirk.storage import CommitBatch, QuarantineRecord
+from falkirk.storage import CommitBatch, QuarantineRecord, QuarantineUnit
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick
 
@@ -239,6 +240,8 @@ class EpochRunner:
             if logged:
                 key = f"{p.name}.{port}"
                 self._write_later(work, f"{key} {tick.label}", self._write_log, outputs[(p.name, port)], key, tick, work.batch)
+        if p.spec.source:
+            self._record_late_files(p, work)
         emitted = operator.emit(step)
         if emitted is not None:
             crash_point(CrashPoint.SINK_WRITTEN)
@@ -265,6 +268,17 @@ class EpochRunner:
             return
         to_table = not self.state.pipeline.consumers(p.name, ERRORS_PORT)
         self._write_later(work, f"{p.name}/quarantine e{work.epoch}", self._write_set_aside, errors, record, to_table, work.batch)
+
+    def _record_late_files(self, p: Processor, work: EpochWork) -> None:
+        """The epoch's commit records the late files source ``p`` left unread
+        (``FileSource(late="set_aside")``), unless it did already (a replay)."""
+        offsets = work.offsets.get(p.name)
+        late = offsets.get("set_aside") if isinstance(offsets, dict) else None
+        if not late or self.state.quarantine.get(p.name, work.epoch) is not None:
+            return
+        reasons = {file_identity(name): f"{name}: {reason}" for name, reason in late}
+        with self._lock:
+            work.batch.quarantine.append(QuarantineRecord(p.name, work.epoch, QuarantineUnit.FILE, reasons, rows=len(reasons)))
 
     def _write_set_aside(self, errors: DataFrame, record: QuarantineRecord, to_table: bool, batch: CommitBatch) -> None:
         kept = errors.persist()

@@ -11,6 +11,7 @@ input of an epoch into the rows it processes and its ``errors`` rows.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
 
@@ -47,6 +48,12 @@ def identity(df: DataFrame, p: Processor) -> Column:
     if any(_has_map(df.schema[c].dataType) for c in columns):  # xxhash64 takes no maps
         return F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in columns])))
     return F.xxhash64(*[F.col(c) for c in columns])
+
+
+def file_identity(name: str) -> int:
+    """The identity of an input file a source left unread: its name's hash, as a
+    signed 64-bit integer."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big", signed=True)
 
 
 def _has_map(t: object) -> bool:

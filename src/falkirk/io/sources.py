@@ -14,12 +14,15 @@ and how many files sort at or before it - so planning an epoch needs the previou
 epoch's offsets only, never the whole history (the metadata of a run of months stays
 small). Consumption is in name order: a file that arrives with a name sorting
 before one already consumed cannot be read in order any more and is reported
-(:class:`~falkirk.io.exceptions.LateInputError`), never skipped silently.
+(:class:`~falkirk.io.exceptions.LateInputError`), never skipped silently - or, with
+``late="set_aside"``, left unread and recorded with the next epoch (its name and the
+reason; ``falkirk inspect ROOT quarantine``), so that a service goes on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +41,8 @@ FORMATS = ("csv", "json", "parquet", "text")
 GLOB_CHARACTERS = frozenset("{}[]*?\\")
 
 Offsets = dict[str, Any]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,11 @@ class FileSource:
     #: or ``"move"`` it into ``archive``.
     acknowledged: str = "keep"
     archive: str | None = None
+    #: What a late file (its name sorts before one already consumed) does: ``"stop"``
+    #: the run with a :class:`~falkirk.io.exceptions.LateInputError` (the default), or
+    #: ``"set_aside"``: left unread in the directory, recorded with the next epoch as
+    #: set aside (its name and why), and the run goes on.
+    late: str = "stop"
     _directory: InputDirectory = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +95,8 @@ class FileSource:
             if archive.rsplit("/", 1)[0] == self.path.rstrip("/") and not archive.rsplit("/", 1)[-1].startswith((".", "_")):
                 raise GraphError(f"FileSource({self.path!r}): an archive inside the input directory must be named '_...' or '.…' (else it is read as input)")
             object.__setattr__(self, "archive", archive)
+        if self.late not in ("stop", "set_aside"):
+            raise GraphError(f"FileSource({self.path!r}): late must be 'stop' or 'set_aside', got {self.late!r}")
         if self.format not in FORMATS:
             raise GraphError(f"FileSource({self.path!r}): format must be one of {FORMATS}, got {self.format!r}")
         if self.files_per_epoch < 1:
@@ -112,12 +124,17 @@ class FileSource:
         names = self._names()
         last: str | None = previous["last"] if previous else None
         older = [n for n in names if last is not None and n <= last]
+        set_aside: list[list[str]] = []
         if previous is not None:
             late = self._late(older, previous)
-            if late:
+            if late and (self.late == "stop" or "(unknown)" in late):
                 raise LateInputError(self._late_message(late, previous))
+            for name in late:  # late="set_aside": left unread, recorded with this epoch
+                reason = f"arrived after {previous['last']!r}, which sorts after it, was consumed: left unread in the input directory"
+                logger.warning("FileSource(%r): input %r %s", self.path, name, reason)
+                set_aside.append([name, reason])
         fresh = sorted(n for n in names if last is None or n > last)[: self.files_per_epoch]
-        if not fresh:
+        if not fresh and not set_aside:
             return None
         files = []
         for name in fresh:
@@ -127,7 +144,10 @@ class FileSource:
                 raise _Vanished(name)
             files.append([name, st.size, st.modified_ns])
         seen = sorted([*older, *fresh])
-        return {"files": files, "last": fresh[-1], "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
+        planned: Offsets = {"files": files, "last": fresh[-1] if fresh else last, "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
+        if set_aside:
+            planned["set_aside"] = set_aside
+        return planned
 
     def _names(self) -> list[str]:
         return [n for n in self._directory.names() if not n.startswith((".", "_"))]
@@ -217,6 +237,8 @@ class FileSource:
     def read(self, spark: SparkSession, offsets: Offsets) -> DataFrame:
         """The rows of one epoch, from exactly the files it was planned with."""
         self.check(offsets)
+        if not offsets["files"]:  # an epoch that only set late files aside
+            return spark.createDataFrame([], self.schema)
         paths = [self._directory.location(name) for name, _, _ in offsets["files"]]
         # Paths are literal. Spark 4.0.1 with globbing off still repeats a path list
         # once per path that looks like a pattern, so those are read one at a time.

@@ -23,7 +23,7 @@ from falkirk.ops.transactions import in_doubt
 from falkirk.recovery import CheckpointMeta, Topology, solve
 from falkirk.recovery.codec import checkpoint_to_json
 from falkirk.recovery.scenario import parse_scenario
-from falkirk.storage import LocalFileSystem, MetaStore, StorageError
+from falkirk.storage import LocalFileSystem, MetaStore, QuarantineUnit, StorageError
 from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import StoredFile, is_uri, local_path
 from falkirk.storage.identity import recorded
@@ -177,6 +177,10 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
         for (name, _), record in store.quarantined().items():
             if name in processors:
                 aside = processors[name].setdefault("set_aside", {"rows": 0, "epochs": 0, "in_table": 0})
+                if record.unit is QuarantineUnit.FILE:
+                    aside["files"] = aside.get("files", 0) + len(record.reasons)
+                    aside["epochs"] += 1
+                    continue
                 aside["rows"] += max(record.rows, 0)
                 aside["epochs"] += 1
                 aside["in_table"] += max(record.rows, 0) if record.files else 0
@@ -336,6 +340,8 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _render_set_aside(name: str, aside: dict[str, Any], storage: str) -> str:
+    if aside.get("files"):
+        return f"{name} left {aside['files']} late input files unread, in {aside['epochs']} epochs: see falkirk inspect {storage} quarantine"
     where = "its errors output's sink"
     if aside["in_table"]:
         where = f"the quarantine table (falkirk inspect {storage} quarantine)"
@@ -360,7 +366,7 @@ def quarantine(storage: str, metadata_dir: str | None = None, shown: int = 20) -
                 "unit": record.unit.value,
                 "rows": record.rows,
                 "reasons": sorted(set(record.reasons.values())),
-                "where": "quarantine table" if record.files else "errors output",
+                "where": "quarantine table" if record.files else ("input directory" if record.unit is QuarantineUnit.FILE else "errors output"),
                 "files": [f.path for f in record.files],
             }
             paths = [local_path(f.path) if is_uri(f.path) else f.path for f in record.files]

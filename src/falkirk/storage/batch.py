@@ -30,11 +30,12 @@ class StoredCheckpoint:
 
 class QuarantineUnit(Enum):
     """What a quarantine identity names: one row's content (a row-wise processor's
-    failing rows), or one key (all of a keyed processor's rows of that key in the
-    epoch)."""
+    failing rows), one key (all of a keyed processor's rows of that key in the
+    epoch), or one input file a source left unread (a late file)."""
 
     ROW = "row"
     KEY = "key"
+    FILE = "file"
 
 
 @dataclass(frozen=True)

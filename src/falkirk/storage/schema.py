@@ -104,7 +104,7 @@ CREATE TABLE IF NOT EXISTS sink_commits (
 CREATE TABLE IF NOT EXISTS quarantine (
     processor TEXT NOT NULL,
     epoch INTEGER NOT NULL,
-    unit TEXT NOT NULL CHECK (unit IN ('row', 'key')),
+    unit TEXT NOT NULL CHECK (unit IN ('row', 'key', 'file')),
     identities TEXT NOT NULL,
     rows INTEGER NOT NULL,
     files TEXT NOT NULL,
