@@ -211,7 +211,7 @@ def test_a_late_file_is_left_unread_and_recorded_with_late_set_aside(spark: Spar
     state = str(tmp_path / "state")
     assert Engine(pipeline("set_aside"), state, spark=spark).run().epochs == [1]
     write(tmp_path / "in", {"a.csv": "k,v\na,1\n"})
-    with pytest.raises(LateInputError, match="'a.csv'"):
+    with pytest.raises(LateInputError, match=r"'a\.csv'"):
         Engine(pipeline("stop"), state, spark=spark).run()
     assert Engine(pipeline("set_aside"), state, spark=spark).run().epochs == [2]  # the record alone
     write(tmp_path / "in", {"a2.csv": "k,v\na,2\n", "c.csv": "k,v\nc,1\n"})
