@@ -77,3 +77,17 @@ def test_the_cli_dsn_option_hides_a_password_and_reads_the_environment(monkeypat
     assert _dsns(["out=env:SINK_DSN"]) == {"out": f"postgresql://u:{SECRET}@db/x"}
     with pytest.raises(FalkirkError, match="NOT_SET is not set"):
         _dsns(["out=env:NOT_SET"])
+
+
+def test_free_text_keeps_no_password_of_a_url_or_a_key_value_pair() -> None:
+    from falkirk.redact import redact_text
+
+    trace = (
+        "py4j.Py4JException: connecting to postgresql://falkirk:s3cr3t@127.0.0.1:5432/db failed\n"
+        "  at redis://:hunter2@127.0.0.1:6379/0 and host=127.0.0.1 password=pw123 dbname=x\n"
+        "  at org.apache.spark.sql.Dataset.collect(Dataset.scala:42)"
+    )
+    shown = redact_text(trace)
+    assert "s3cr3t" not in shown and "hunter2" not in shown and "pw123" not in shown
+    assert "postgresql://***@127.0.0.1:5432/db" in shown and "redis://***@127.0.0.1:6379/0" in shown
+    assert "Dataset.scala:42" in shown and "password=***" in shown

@@ -171,8 +171,11 @@ def _fork(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
-    from falkirk.ops.status import inspect, quarantine
+    from falkirk.ops.status import inspect, last_failure, quarantine
 
+    if args.what == "failure":
+        print(last_failure(args.storage, args.metadata_dir))
+        return 0
     found = quarantine(args.storage, args.metadata_dir) if args.what == "quarantine" else inspect(args.storage, args.what, args.metadata_dir)
     print(json.dumps(found, indent=2, default=str))
     return 0
@@ -230,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_fork.set_defaults(run=_fork)
     p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor, or the rows set aside")
     p_inspect.add_argument("storage", help="the storage root")
-    p_inspect.add_argument("what", help="an epoch number, a processor name, or 'quarantine' (the rows processors set aside)")
+    p_inspect.add_argument("what", help="an epoch number, a processor name, 'quarantine' (the rows processors set aside) or 'failure' (the last run-time error, whole)")
     p_inspect.add_argument("--metadata-dir", help="a URI root's local metadata copy (Engine(metadata_dir=...))")
     p_inspect.set_defaults(run=_inspect)
     return parser

@@ -131,3 +131,13 @@ def check_url(url: str, what: str) -> None:
     else:
         return
     raise ValueError(f"{what}: cannot parse the URL {redact_url(url)}")
+
+
+#: A URL's user part with a password (``scheme://user:secret@``).
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]*:[^/\s@]*@")
+
+
+def redact_text(text: str) -> str:
+    """Free text - an error's trace - with every URL's password and every secret
+    ``key=value`` masked, for a record kept beside the data."""
+    return _KV_SECRET.sub(r"\1=***", _URL_USERINFO.sub(r"\1***@", text))

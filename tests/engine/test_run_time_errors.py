@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from falkirk.execution.diagnosis import StepError
 from falkirk.graph import LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, ParquetTableSink
+from falkirk.ops.status import last_failure
 from falkirk.runtime import Engine
 
 
@@ -61,6 +62,11 @@ def test_a_bad_cast_names_the_map_its_epoch_its_file_and_the_users_line(spark: S
     assert f"(a map; input: events: a-2.csv; at {__file__}:{PARSE_LINE})" in message
     # Epoch 1 committed; the bad epoch's output is nowhere to be seen.
     assert pd.read_parquet(tmp_path / "out")["epoch"].tolist() == [1, 1]
+    # The details stay with the root: the failure, then the whole trace, the JVM's included.
+    assert message.endswith(f"(details: falkirk inspect {tmp_path / 'state'} failure)")
+    details = last_failure(str(tmp_path / "state"))
+    assert "processor: parse" in details and "epoch: 2" in details and "inputs: ['events: a-2.csv']" in details
+    assert "org.apache.spark" in details and "CAST_INVALID_INPUT" in details
 
 
 def explode_on(key: Any, rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

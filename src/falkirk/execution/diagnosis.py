@@ -36,9 +36,11 @@ import os
 import re
 import sysconfig
 import threading
+import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import py4j  # type: ignore[import-untyped]
@@ -52,7 +54,10 @@ from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
 from falkirk.graph.errors import ERRORS_PORT
 from falkirk.operators import Step
+from falkirk.redact import redact_text
 from falkirk.spark.errors import DataError
+from falkirk.storage import MetaStore
+from falkirk.storage.identity import LAST_FAILURE
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +102,15 @@ class StepFailure:
     line: str | None = None
     #: Why the rows were not set aside (``on_error="dead_letter"``), if they could not be.
     note: str = ""
+    #: The storage root whose ``falkirk inspect ROOT failure`` shows the details (once recorded).
+    recorded_in: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The failure as ``falkirk inspect ROOT failure`` shows it (without the trace)."""
+        return {
+            "processor": self.processor, "kind": self.kind, "epoch": self.epoch, "cause": self.cause,
+            "inputs": list(self.inputs), "line": self.line, "note": self.note,
+        }  # fmt: skip
 
     def message(self) -> str:
         where = [f"a {self.kind}"]
@@ -106,9 +120,10 @@ class StepFailure:
             where.append(f"at {self.line}")
         what = f"failed writing epoch {self.epoch}" if self.kind == "sink" else f"failed on epoch {self.epoch}'s data"
         why = f" {self.note}." if self.note else ""
+        details = f" (details: falkirk inspect {self.recorded_in} failure)" if self.recorded_in else ""
         return (
             f"processor {self.processor!r} {what}: {self.cause} ({'; '.join(where)}).{why} A replay fails the same way: "
-            "fix the function, or reject such rows in a validate step before it; then run again"
+            f"fix the function, or reject such rows in a validate step before it; then run again{details}"
         )
 
 
@@ -119,6 +134,31 @@ class StepError(DataError):
     def __init__(self, failure: StepFailure) -> None:
         super().__init__(failure.message())
         self.failure = failure
+
+
+def recorded_failure(store: MetaStore, exc: StepError, root: str) -> StepError:
+    """Keep ``exc``'s details - the failure and its whole trace, the JVM's included,
+    passwords masked - as the root's last failure, and return the same error saying
+    where to read them (``exc`` itself if they could not be recorded)."""
+    detail = {**exc.failure.to_json(), "at": time.time(), "trace": redact_text(_whole_trace(exc.__cause__ or exc))}
+    try:
+        store.record_fact(LAST_FAILURE, json.dumps(detail))
+    except Exception:  # the error itself matters more than its record
+        logger.warning("the details of the failure could not be recorded", exc_info=True)
+        return exc
+    return StepError(replace(exc.failure, recorded_in=root))
+
+
+def _whole_trace(exc: BaseException) -> str:
+    """``exc``'s Python trace, then the JVM's stack trace of every Spark error in its chain."""
+    parts = ["".join(traceback.format_exception(exc))]
+    seen: BaseException | None = exc
+    while seen is not None:
+        jvm = getattr(seen, "_stackTrace", None)
+        if isinstance(jvm, str) and jvm:
+            parts.append(f"JVM stack trace of {type(seen).__name__}:\n{jvm}")
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
 
 
 def cause_of(exc: BaseException) -> str | None:

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from falkirk.recovery.scenario import parse_scenario
 from falkirk.storage import LocalFileSystem, MetaStore, QuarantineUnit, StorageError
 from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import StoredFile, is_uri, local_path
-from falkirk.storage.identity import recorded
+from falkirk.storage.identity import LAST_FAILURE, recorded
 from falkirk.storage.lock import LOCK_NAME, RootLock
 from falkirk.time import frontier_to_json
 from falkirk.time.ticks import Tick
@@ -348,6 +349,22 @@ def _render_set_aside(name: str, aside: dict[str, Any], storage: str) -> str:
         if aside["in_table"] < aside["rows"]:
             where += " and its errors output's sink"
     return f"{name} set aside {aside['rows']} rows it could not process, in {aside['epochs']} epochs: see {where}"
+
+
+def last_failure(storage: str, metadata_dir: str | None = None) -> str:
+    """The last run-time error recorded in the root (``falkirk inspect ROOT failure``):
+    where it failed, then its whole trace (passwords masked)."""
+    store = open_root(storage, metadata_dir)
+    try:
+        raw = store.fact(LAST_FAILURE)
+    finally:
+        store.close()
+    if raw is None:
+        return f"{storage}: no run-time error recorded"
+    detail = json.loads(raw)
+    lines = [f"{key}: {detail[key]}" for key in ("processor", "kind", "epoch", "cause", "inputs", "line", "note") if detail.get(key)]
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(detail["at"]))
+    return "\n".join([f"last run-time error in {storage}, at {when}:", *lines, "", detail["trace"]])
 
 
 def quarantine(storage: str, metadata_dir: str | None = None, shown: int = 20) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from falkirk.execution.checks import (
 )
 from falkirk.execution.commits import Committer, Part
 from falkirk.execution.description import describe
+from falkirk.execution.diagnosis import StepError, recorded_failure
 from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.isolation import PoisonRows
@@ -385,7 +386,10 @@ class Engine:
             )
             run = _Run(state, runner, committer, loops, Admission(state, committer, loops.active))
             self._current = run
-            self._loop(run, pool, schedule)
+            try:
+                self._loop(run, pool, schedule)
+            except StepError as exc:  # the details stay with the root: falkirk inspect ROOT failure
+                raise recorded_failure(store, exc, self.root) from exc.__cause__
             committer.collect(state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
         finally:

@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 #: The root facts (:meth:`MetaStore.fact`) this module records.
 IDENTITY = "identity"
 PAIR_MEMBER = "pair_member"
+#: The root fact holding the last run-time error's details (``falkirk inspect ROOT
+#: failure``; written by :func:`falkirk.execution.diagnosis.recorded_failure`).
+LAST_FAILURE = "last_failure"
 #: Transaction ids are at most 200 bytes and split at ':'.
 _VALID = re.compile(r"[^:\s]{1,150}")
 _PAIRED = ".pair-"
