@@ -18,7 +18,7 @@ from falkirk.execution.diagnosis import StepError
 from falkirk.execution.isolation import ErrorLimitExceeded
 from falkirk.graph import EagerCheckpoint, ErrorLimit, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
-from falkirk.io.exceptions import LateInputError
+from falkirk.io.exceptions import LateInputError, SourceError
 from falkirk.ops.status import quarantine, render, status
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore, QuarantineUnit
@@ -223,3 +223,32 @@ def test_a_late_file_is_left_unread_and_recorded_with_late_set_aside(spark: Spar
     found = {(e["epoch"], e["unit"], e["where"]): e["reasons"] for e in quarantine(state)["set_aside"]}
     assert list(found) == [(2, "file", "input directory"), (3, "file", "input directory")]
     assert found[(3, "file", "input directory")][0].startswith("a2.csv: arrived after 'b.csv'")
+
+
+def test_an_unreadable_file_is_left_out_of_its_epoch_with_unreadable_set_aside(spark: SparkSession, tmp_path: Path) -> None:
+    """A file Spark's reader fails on (not gzip although named .gz) stops the run by
+    default; with ``FileSource(unreadable="set_aside")`` its epoch is read without
+    it, and it is recorded with the epoch (the next run does not search again)."""
+    import gzip
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv.gz").write_bytes(gzip.compress(b"k,v\na,1\n"))
+    (tmp_path / "in" / "b.csv.gz").write_bytes(b"this is not gzip at all")
+    (tmp_path / "in" / "c.csv.gz").write_bytes(gzip.compress(b"k,v\nc,3\n"))
+    sink = MemorySink()
+
+    def pipeline(unreadable: str) -> Pipeline:
+        p = Pipeline("gz")
+        source = FileSource(str(tmp_path / "in"), "csv", "k string, v long", files_per_epoch=3, options={"header": "true"}, unreadable=unreadable)
+        p.source("rows", source).aggregate("sum", "k", {"total": ("sum", "v")}, policy=EagerCheckpoint()).sink("out", sink)
+        return p
+
+    state = str(tmp_path / "state")
+    with pytest.raises(SourceError, match=r"source 'rows' cannot read input file\(s\) of epoch 1: b\.csv\.gz: unreadable: java\.io\."):
+        Engine(pipeline("stop"), state, spark=spark).run()
+    report = Engine(pipeline("set_aside"), state, spark=spark).run()
+    assert report.epochs == [1] and report.set_aside == [("rows", 1, 1)]
+    assert sorted((r["k"], r["total"]) for r in sink.epochs[1]) == [("a", 1), ("c", 3)]
+    [entry] = quarantine(state)["set_aside"]
+    assert (entry["processor"], entry["unit"], entry["where"]) == ("rows", "file", "input directory")
+    assert entry["reasons"][0].startswith("b.csv.gz: unreadable: ")

@@ -38,12 +38,13 @@ from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
 from falkirk.execution.exceptions import EpochInvariantError
-from falkirk.execution.isolation import CannotIsolate, isolate
+from falkirk.execution.isolation import CannotIsolate, isolate, unreadable_files
 from falkirk.execution.quarantine import file_identity
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.graph.errors import ERRORS_PORT, OnError
+from falkirk.io.exceptions import SourceError
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_storage_error, is_executor_loss
@@ -182,6 +183,8 @@ class EpochRunner:
             with replicated(p.policy.replicas):
                 self._run(p, work, inputs, work.outputs, Tick(work.epoch) if tick is None else tick, checkpoint)
         except Exception as exc:
+            if no_space(exc) is None and not is_executor_loss(exc):
+                self._set_aside_unreadable(work)  # FileSource(unreadable="set_aside"): a file Spark cannot read
             if as_storage_error(exc) is not None or no_space(exc) is not None or is_executor_loss(exc):
                 raise  # a damaged file, a full disk: the engine names it; a lost executor: it recovers
             if isinstance(exc, FalkirkError):
@@ -241,7 +244,7 @@ class EpochRunner:
                 key = f"{p.name}.{port}"
                 self._write_later(work, f"{key} {tick.label}", self._write_log, outputs[(p.name, port)], key, tick, work.batch)
         if p.spec.source:
-            self._record_late_files(p, work)
+            self._record_files_set_aside(p, work)
         emitted = operator.emit(step)
         if emitted is not None:
             crash_point(CrashPoint.SINK_WRITTEN)
@@ -269,16 +272,41 @@ class EpochRunner:
         to_table = not self.state.pipeline.consumers(p.name, ERRORS_PORT)
         self._write_later(work, f"{p.name}/quarantine e{work.epoch}", self._write_set_aside, errors, record, to_table, work.batch)
 
-    def _record_late_files(self, p: Processor, work: EpochWork) -> None:
-        """The epoch's commit records the late files source ``p`` left unread
-        (``FileSource(late="set_aside")``), unless it did already (a replay)."""
-        offsets = work.offsets.get(p.name)
-        late = offsets.get("set_aside") if isinstance(offsets, dict) else None
-        if not late or self.state.quarantine.get(p.name, work.epoch) is not None:
+    def _record_files_set_aside(self, p: Processor, work: EpochWork) -> None:
+        """The epoch's commit records the files source ``p`` left unread - late ones
+        (``FileSource(late="set_aside")``) and unreadable ones found in this run
+        (``unreadable="set_aside"``) - unless it did already (a replay)."""
+        if self.state.quarantine.is_committed(p.name, work.epoch):
             return
-        reasons = {file_identity(name): f"{name}: {reason}" for name, reason in late}
-        with self._lock:
-            work.batch.quarantine.append(QuarantineRecord(p.name, work.epoch, QuarantineUnit.FILE, reasons, rows=len(reasons)))
+        offsets = work.offsets.get(p.name)
+        late = offsets.get("set_aside", []) if isinstance(offsets, dict) else []
+        found = self.state.quarantine.pending_record(p.name, work.epoch)
+        reasons = {**(found.reasons if found is not None else {}), **{file_identity(name): f"{name}: {reason}" for name, reason in late}}
+        if reasons:
+            with self._lock:
+                work.batch.quarantine.append(QuarantineRecord(p.name, work.epoch, QuarantineUnit.FILE, reasons, rows=len(reasons)))
+
+    def _set_aside_unreadable(self, work: EpochWork) -> None:
+        """After a step of the epoch failed: find the files of the epoch's file sources
+        that Spark cannot read, each tried alone
+        (:func:`falkirk.execution.isolation.unreadable_files`), and raise
+        :class:`PoisonRows` setting them aside (``FileSource(unreadable="set_aside")``)
+        or a :class:`SourceError` naming them; nothing if every file reads."""
+        for s in self.state.order:
+            choice = getattr(getattr(s.spec, "reader", None), "unreadable", None)
+            if choice is None or s.name not in work.offsets:
+                continue
+            offsets = self.state.quarantine.files_read(s.name, work.epoch, work.offsets[s.name])
+            found = unreadable_files(self.state, s, work.epoch, offsets)
+            if found is None:
+                continue
+            if choice == "set_aside":
+                raise found
+            raise SourceError(
+                f"source {s.name!r} cannot read input file(s) of epoch {work.epoch}: {'; '.join(found.record.reasons.values())}. "
+                "Fix or replace the file (the same name, size and modification time, or a fresh storage root), or let "
+                "FileSource(..., unreadable='set_aside') leave such files out of their epoch"
+            )
 
     def _write_set_aside(self, errors: DataFrame, record: QuarantineRecord, to_table: bool, batch: CommitBatch) -> None:
         kept = errors.persist()
@@ -324,7 +352,7 @@ class EpochRunner:
         step = Step(
             epoch,
             inputs,
-            offsets=work.offsets.get(p.name),
+            offsets=self.state.quarantine.files_read(p.name, epoch, work.offsets.get(p.name)) if p.spec.source else None,
             wait_previous=wait_previous,
             cache=lambda df: self.keep(work, df),
             time=tick.as_time,

@@ -26,15 +26,18 @@ an error of the data (a lost executor, a full disk) stops the search and is rais
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from falkirk.exceptions import FalkirkError
 from falkirk.execution.diagnosis import cause_of, run_alone
-from falkirk.execution.quarantine import IDENTITY, identity, unit_of
+from falkirk.execution.quarantine import IDENTITY, file_identity, identity, unit_of
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
@@ -191,6 +194,52 @@ def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, e
                     "Pipeline(error_limit=ErrorLimit(...)); then run again"
                 )
     return bad
+
+
+def unreadable_files(state: RunState, source: Processor, epoch: int, offsets: dict[str, Any] | None) -> PoisonRows | None:
+    """The files of ``source``'s ``offsets`` of ``epoch`` that its reader fails on
+    alone, as the :class:`PoisonRows` that sets them aside (unit ``file``); None when
+    all of them read (the error is elsewhere) or they fail only together."""
+    files = (offsets or {}).get("files") or []
+    if not files:
+        return None
+    reader = source.spec.reader  # type: ignore[attr-defined]
+
+    def fails(a: int, b: int) -> str | None:
+        try:
+            error = run_alone(reader.read(state.spark, {**(offsets or {}), "files": files[a:b]}))
+        except Exception as exc:  # the reader may fail before any job (a check)
+            error = exc
+        if error is None:
+            return None
+        if isinstance(error, FalkirkError) or is_executor_loss(error) or no_space(error) is not None:
+            raise error  # a file deleted or changed since it was planned, a lost executor, a full disk
+        return cause_of(error) or first_line(error)
+
+    if fails(0, len(files)) is None:
+        return None
+    try:
+        bad = _search(len(files), fails, source, epoch, ErrorLimit(rows=len(files)), len(files))
+    except CannotIsolate:
+        return None
+    reasons = {file_identity(files[i][0]): f"{files[i][0]}: unreadable: {cause}" for i, cause in bad.items()}
+    logger.warning("source %r cannot read %d file(s) of epoch %d (%s); setting them aside", source.name, len(reasons), epoch, next(iter(reasons.values())))
+    return PoisonRows(QuarantineRecord(source.name, epoch, QuarantineUnit.FILE, reasons), len(files))
+
+
+#: The exception a failed Spark task raised, in a Py4J error's text.
+_TASK_FAILURE = re.compile(r"most recent failure: Lost task [^:]*\): ([^\n]+)")
+_CAUSED_BY = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
+
+
+def first_line(exc: BaseException) -> str:
+    """What ``exc`` says, in one line: the innermost cause a Java error names (the
+    failed task's exception), else its own first line."""
+    text = str(exc)
+    causes = _CAUSED_BY.findall(text) or _TASK_FAILURE.findall(text)
+    if causes:
+        return str(causes[-1]).strip()[:500]
+    return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 def _try(state: RunState, q: Processor, work: EpochWork, rows: DataFrame) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -81,6 +82,10 @@ class Quarantines:
         with self._lock:
             return self.pending.get((processor, epoch)) or self.committed.get((processor, epoch))
 
+    def is_committed(self, processor: str, epoch: int) -> bool:
+        with self._lock:
+            return (processor, epoch) in self.committed
+
     def pending_record(self, processor: str, epoch: int) -> QuarantineRecord | None:
         """The record found in this run that the epoch's commit is to record, if any."""
         with self._lock:
@@ -101,6 +106,13 @@ class Quarantines:
             for r in records:
                 self.pending.pop((r.processor, r.epoch), None)
                 self.committed[(r.processor, r.epoch)] = r
+
+    def files_read(self, source: str, epoch: int, offsets: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``source``'s offsets of ``epoch`` without the files it sets aside there."""
+        record = self.get(source, epoch)
+        if record is None or offsets is None or record.unit is not QuarantineUnit.FILE:
+            return offsets
+        return {**offsets, "files": [f for f in offsets.get("files", []) if file_identity(f[0]) not in record.reasons]}
 
     def split(self, spark: SparkSession, p: Processor, epoch: int, inputs: list[DataFrame]) -> tuple[list[DataFrame], DataFrame | None]:
         """``p``'s ``inputs`` of ``epoch`` without the rows it sets aside there, and those

@@ -16,7 +16,9 @@ small). Consumption is in name order: a file that arrives with a name sorting
 before one already consumed cannot be read in order any more and is reported
 (:class:`~falkirk.io.exceptions.LateInputError`), never skipped silently - or, with
 ``late="set_aside"``, left unread and recorded with the next epoch (its name and the
-reason; ``falkirk inspect ROOT quarantine``), so that a service goes on.
+reason; ``falkirk inspect ROOT quarantine``), so that a service goes on. A file
+Spark cannot read stops the run with the reader's error, or with
+``unreadable="set_aside"`` is left out of its epoch and recorded the same way.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ class FileSource:
     #: ``"set_aside"``: left unread in the directory, recorded with the next epoch as
     #: set aside (its name and why), and the run goes on.
     late: str = "stop"
+    #: What an unreadable file (Spark's reader fails on it: a damaged compressed file,
+    #: a file of another format) does: ``"stop"`` the run with the reader's error (the
+    #: default), or ``"set_aside"``: the epoch is read without it, and it is recorded
+    #: with the epoch as set aside (its name and the error), left in the directory.
+    unreadable: str = "stop"
     _directory: InputDirectory = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -95,8 +102,9 @@ class FileSource:
             if archive.rsplit("/", 1)[0] == self.path.rstrip("/") and not archive.rsplit("/", 1)[-1].startswith((".", "_")):
                 raise GraphError(f"FileSource({self.path!r}): an archive inside the input directory must be named '_...' or '.…' (else it is read as input)")
             object.__setattr__(self, "archive", archive)
-        if self.late not in ("stop", "set_aside"):
-            raise GraphError(f"FileSource({self.path!r}): late must be 'stop' or 'set_aside', got {self.late!r}")
+        for option, value in (("late", self.late), ("unreadable", self.unreadable)):
+            if value not in ("stop", "set_aside"):
+                raise GraphError(f"FileSource({self.path!r}): {option} must be 'stop' or 'set_aside', got {value!r}")
         if self.format not in FORMATS:
             raise GraphError(f"FileSource({self.path!r}): format must be one of {FORMATS}, got {self.format!r}")
         if self.files_per_epoch < 1:
