@@ -10,6 +10,7 @@ one line naming the processor, the epoch, the file and the value."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from falkirk.demo.payments import ERRORS_COLUMNS, TOTALS_COLUMNS, WINDOWS_COLUMNS
-from falkirk.testing.payments import Expected, expected, write_input
+from falkirk.testing.payments import Expected, expected, expected_by_key, write_input
 from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import (
     EXAMPLES,
@@ -76,6 +77,7 @@ def test_on_error_stop_exits_2_with_one_line_naming_processor_epoch_file_and_val
 
 
 def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: Path, tmp_path: Path) -> None:
+    """Bad values in a JVM expression (ANSI casts)."""
     out, state = tmp_path / "out", tmp_path / "state"
     args = ["--input", str(files), "--output", str(out), "--storage", str(state)]
     visible = CommittedOnly(state)
@@ -84,16 +86,59 @@ def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: 
         "quarantine.written:1",  # found again and written to the errors sink: not committed
         "commit.after:1",  # epoch 1 committed with the identities of its bad rows
         "quarantine.found:1",  # epoch 2's (epoch 1's are committed: no second search)
-        "epoch.computed:2",
         "recovery.restored:1",  # checkpoints restored, nothing replayed yet
         "commit.before:2",
-        "quarantine.written:2",
         "sink.publish:3",
     ]
     kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
     rng = random.Random(7)
-    for _ in range(2):
-        kill_at_a_random_moment(start_example("payments.py", args), rng.uniform(8, 16), visible)
+    kill_at_a_random_moment(start_example("payments.py", args), rng.uniform(8, 16), visible)
     assert finish(start_example("payments.py", args)) == 0
     visible.check()
     assert_output(out, expected(files))
+
+
+RUNNER = Path(__file__).with_name("payments_runner.py")
+
+
+def start_variant(variant: str, files: Path, work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "FALKIRK_CRASH_AT"}
+    if crash:
+        env["FALKIRK_CRASH_AT"] = crash
+    command = [sys.executable, str(RUNNER), variant, str(files), str(work / "out"), str(work / "state")]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.fixture(scope="module")
+def few_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("payments-variants") / "in"
+    write_input(root, files=4, rows=200, bad_share=0.01, seed=9)
+    return root
+
+
+def test_a_python_function_killed_at_each_isolation_point(few_files: Path, tmp_path: Path) -> None:
+    """Bad values in a user's Python function (a UDF raising ValueError)."""
+    visible = CommittedOnly(tmp_path / "state")
+    points = ["quarantine.found:1", "quarantine.written:1", "commit.after:2", "quarantine.found:1"]
+    kill_at_each(lambda point: start_variant("udf", few_files, tmp_path, point), points, visible)
+    kill_at_a_random_moment(start_variant("udf", few_files, tmp_path), random.Random(3).uniform(8, 14), visible)
+    assert finish(start_variant("udf", few_files, tmp_path)) == 0
+    visible.check()
+    assert_output(tmp_path / "out", expected(few_files))
+
+
+def test_a_keyed_function_killed_at_each_isolation_point(few_files: Path, tmp_path: Path) -> None:
+    """Bad values in a keyed processor: a ``stateful`` function raising on a user's
+    rows of an epoch sets all of them aside (and the user's state stays as it was)."""
+    visible = CommittedOnly(tmp_path / "state")
+    points = ["quarantine.found:1", "quarantine.written:1", "commit.after:2", "quarantine.found:1", "state.written:2"]
+    kill_at_each(lambda point: start_variant("keyed", few_files, tmp_path, point), points, visible)
+    assert finish(start_variant("keyed", few_files, tmp_path)) == 0
+    visible.check()
+    want = expected_by_key(few_files)
+    assert want.errors and len(want.errors) > len(expected(few_files).errors)  # good rows of a bad user's epoch too
+    totals = pd.read_parquet(tmp_path / "out" / "totals")[TOTALS_COLUMNS]
+    assert sorted(map(tuple, totals.values.tolist())) == want.totals
+    errors = pd.read_parquet(tmp_path / "out" / "errors")
+    assert sorted(map(tuple, errors[["user", "amount_text", "ts_text"]].values.tolist())) == want.errors
+    assert set(errors["processor"]) == {"totals"} and all(errors["reason"].str.startswith("ValueError: user "))

@@ -13,10 +13,11 @@ import pytest
 from prometheus_client import generate_latest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
 
 from falkirk.execution.diagnosis import StepError
-from falkirk.execution.isolation import ErrorLimitExceeded
-from falkirk.graph import EagerCheckpoint, ErrorLimit, LazyCheckpoint, Pipeline
+from falkirk.execution.isolation import ErrorLimitExceeded, NonDeterministicRowsError
+from falkirk.graph import EagerCheckpoint, ErrorLimit, FullHistory, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.io.exceptions import LateInputError, SourceError
 from falkirk.ops.status import quarantine, render, status
@@ -52,7 +53,7 @@ def write(directory: Path, files: dict[str, str]) -> None:
 
 def test_the_readme_example_with_carol_xx_runs_to_the_end_with_the_row_set_aside(spark: SparkSession, tmp_path: Path) -> None:
     write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"})
-    engine = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark, ui="127.0.0.1:0")
+    engine = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark, ui="127.0.0.1:0", max_in_flight=2)
     report = engine.run()
     assert report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]
     assert engine.telemetry is not None
@@ -130,12 +131,12 @@ def test_a_python_function_that_raises_on_some_rows(spark: SparkSession, tmp_pat
     assert found == [("b", -2, "scale", "ValueError: negative value -2"), ("d", -4, "scale", "ValueError: negative value -4")]
 
 
-def refuse_negative(key: tuple[str], rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def refuse_negative(key: str, rows: pd.DataFrame, state: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     if (rows["v"] < 0).any():
-        raise ValueError(f"negative value for key {key[0]}")
+        raise ValueError(f"negative value for key {key}")
     n = int(state["n"].iloc[0]) if len(state) else 0
     n += len(rows)
-    return pd.DataFrame({"k": [key[0]], "n": [n]}), pd.DataFrame({"n": [n]})
+    return pd.DataFrame({"k": [key], "n": [n]}), pd.DataFrame({"n": [n]})
 
 
 def test_a_keyed_function_that_raises_sets_aside_the_keys_rows_of_the_epoch(spark: SparkSession, tmp_path: Path) -> None:
@@ -252,3 +253,122 @@ def test_an_unreadable_file_is_left_out_of_its_epoch_with_unreadable_set_aside(s
     [entry] = quarantine(state)["set_aside"]
     assert (entry["processor"], entry["unit"], entry["where"]) == ("rows", "file", "input directory")
     assert entry["reasons"][0].startswith("b.csv.gz: unreadable: ")
+
+
+def test_rows_with_nulls_in_different_columns_are_different_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: xxhash64 skips nulls, so (null, 'abc') and ('abc', null) were one
+    identity and the good row was set aside with the bad one."""
+    write(tmp_path / "in", {"a-1.csv": "a,b\n,abc\nabc,\nx,1\n"})
+    sink, errors = MemorySink(), MemorySink()
+    p = Pipeline("nulls")
+    typed = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "a string, b string", options={"header": "true"})).map(
+        "typed", lambda df: df.select("a", F.col("b").cast("long").alias("b"))
+    )
+    typed.sink("out", sink)
+    typed.errors().sink("errors", errors)
+    Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert sorted((r["a"], r["b"]) for r in sink.epochs[1]) == [("abc", None), ("x", 1)]
+    assert [(r["a"], r["b"]) for r in errors.epochs[1]] == [(None, "abc")]
+
+
+def test_an_error_on_every_row_or_of_a_service_stops_instead_of_setting_rows_aside(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: a function that fails on every row (a bug, a service down) had the
+    whole epoch set aside under the error limit's row count."""
+    write(tmp_path / "in", {"a-1.csv": "k,v\n" + "".join(f"k{i},{i}\n" for i in range(40))})
+
+    @F.udf(LongType())
+    def broken(v: int) -> int:
+        return undefined_name + v  # type: ignore[name-defined, no-any-return]  # noqa: F821
+
+    @F.udf(LongType())
+    def service(v: int) -> int:
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    for name, fn, said in (("broken", broken, "fails on each of the rows of epoch 1 tried alone"), ("service", service, "ConnectionRefusedError")):
+        p = Pipeline(name)
+        p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"})).map(
+            "call", lambda df, fn=fn: df.select("k", fn("v").alias("v"))
+        ).sink("out", MemorySink())
+        with pytest.raises(StepError, match=said) as caught:
+            Engine(p, str(tmp_path / f"state-{name}"), spark=spark).run()
+        assert caught.value.failure.processor == "call"
+        assert not (tmp_path / f"state-{name}" / "quarantine").exists()
+
+
+def test_an_input_that_changes_between_reads_stops_after_two_searches(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: rand() above the failing step gave the bad row a new identity on every
+    re-run, so it was searched for again and again until the error limit."""
+    write(tmp_path / "in", {"a-1.csv": "k,v\na,1\nb,-1\nc,2\n"})
+
+    @F.udf(LongType())
+    def positive(v: int) -> int:
+        if v < 0:
+            raise ValueError("negative")
+        return v
+
+    p = Pipeline("changing")
+    (
+        p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"}))
+        .map("noise", lambda df: df.withColumn("r", F.rand()))
+        .map("check", lambda df: df.select("k", positive("v").alias("v"), "r"))
+        .sink("out", MemorySink())
+    )
+    with pytest.raises(NonDeterministicRowsError, match="not the same each time"):
+        Engine(p, str(tmp_path / "state"), spark=spark).run()
+
+
+def test_rows_whose_bad_column_a_later_step_prunes_are_set_aside_where_they_fail(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: the search hashed every column of the failing step's input, computing a
+    cast the plan had pruned, and a raw error escaped."""
+    write(tmp_path / "in", {"a-1.csv": "amount,ts\n1,1\n2,yy\nzz,3\n4,4\n"})
+    sink, errors = MemorySink(), MemorySink()
+    p = Pipeline("pruned")
+    parsed = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "amount string, ts string", options={"header": "true"})).map(
+        "parse", lambda df: df.select(F.col("amount").cast("long").alias("amount"), F.col("ts").cast("long").alias("ts"))
+    )
+    parsed.errors().sink("errors", errors)
+    parsed.map("double", lambda df: df.select((F.col("amount") * 2).alias("twice"))).sink("out", sink)
+    report = Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert [name for name, _, _ in report.set_aside] == ["parse"] * len(report.set_aside)
+    assert sorted(r["twice"] for r in sink.epochs[1]) == [2, 8]
+    assert sorted((r["amount"], r["ts"]) for r in errors.epochs[1]) == [("2", "yy"), ("zz", "3")]
+
+
+def test_a_key_set_aside_under_full_history_stays_out_of_its_replayed_input(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: the input log was written before the rows were set aside, so a restart
+    that replayed it met the bad key again and failed for good."""
+    write(tmp_path / "in", {"a-1.csv": "k,v\nx,1\ny,1\n", "a-2.csv": "k,v\ny,2\ny,-3\nz,1\n"})
+    sink = MemorySink()
+
+    def pipeline() -> Pipeline:
+        p = Pipeline("history")
+        counted = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v long", options={"header": "true"})).stateful(
+            "count", "k", refuse_negative, state_schema="n long", output_schema="k string, n long", policy=FullHistory()
+        )
+        counted.sink("out", sink)
+        return p
+
+    assert Engine(pipeline(), str(tmp_path / "state"), spark=spark).run().set_aside == [("count", 2, 1)]
+    write(tmp_path / "in", {"a-3.csv": "k,v\ny,1\n"})
+    report = Engine(pipeline(), str(tmp_path / "state"), spark=spark).run()  # restores by replaying the log
+    assert report.epochs[-1] == 3 and report.set_aside == []
+    assert sorted((r["k"], r["n"]) for r in sink.epochs[3]) == [("y", 2)]
+
+
+def test_the_quarantine_table_holds_each_row_once_when_an_epoch_runs_again(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: ``parse`` wrote its rows to the quarantine table, then ``count``'s
+    search made the epoch run again, which wrote them again: the table showed them
+    twice. A write no commit names is swept."""
+    write(tmp_path / "in", {"a-1.csv": "k,v\nx,zz\ny,-3\nz,4\n"})
+    p = Pipeline("twice")
+    parsed = p.source("rows", FileSource(str(tmp_path / "in"), "csv", "k string, v string", options={"header": "true"})).map(
+        "parse", lambda df: df.select("k", F.col("v").cast("long").alias("v"))
+    )
+    parsed.stateful("count", "k", refuse_negative, state_schema="n long", output_schema="k string, n long", policy=EagerCheckpoint()).sink(
+        "out", MemorySink()
+    )
+    report = Engine(p, str(tmp_path / "state"), spark=spark).run()
+    assert sorted(report.set_aside) == [("count", 1, 1), ("parse", 1, 1)]
+    table = pd.read_parquet(tmp_path / "state" / "quarantine" / "parse")
+    assert table[["k", "v", "epoch"]].values.tolist() == [["x", "zz", 1]]
+    assert pd.read_parquet(tmp_path / "state" / "quarantine" / "count")[["k", "v"]].values.tolist() == [["y", -3]]

@@ -11,8 +11,10 @@ from __future__ import annotations
 from falkirk.storage import CorruptStorageError, MetaStore, StoredFile
 from falkirk.storage.filesystem import FileSystem, OutsideRootError, part_files, within
 
-#: The areas of a storage root that hold write directories (see write_parquet).
-AREAS = ("logs", "checkpoints")
+#: The areas of a storage root that hold write directories (see write_parquet): logs,
+#: checkpoints and the quarantine table's rows (a write an epoch's commit never named -
+#: the epoch was discarded and run again - is swept like any other).
+AREAS = ("logs", "checkpoints", "quarantine")
 
 
 def delete(fs: FileSystem, root: str, files: list[StoredFile]) -> None:

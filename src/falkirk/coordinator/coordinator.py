@@ -52,6 +52,11 @@ from falkirk.storage.full import no_space
 logger = logging.getLogger(__name__)
 
 
+#: Searches of one processor's rows of one epoch before the run stops: every bad row
+#: is found by the first; a second may follow a row whose error another one hid.
+MAX_SEARCHES = 2
+
+
 class RecoveryCoordinator:
     """Owns recovery for one engine, across its runs: it counts the losses recovered
     since the last commit (to give up on an error that only looks like a lost
@@ -129,11 +134,13 @@ class RecoveryCoordinator:
         again without those rows. Returns how many epochs were discarded."""
         record = found.record
         known = state.quarantine.get(record.processor, record.epoch)
-        if known is not None and set(record.reasons) <= set(known.reasons):
+        repeated = known is not None and set(record.reasons) <= set(known.reasons)
+        if repeated or state.quarantine.searched(record.processor, record.epoch) > MAX_SEARCHES:
             raise NonDeterministicRowsError(
-                f"processor {record.processor!r} failed again on epoch {record.epoch}'s rows it had set aside "
-                f"({next(iter(record.reasons.values()))}): its step does not fail on the same rows each time. "
-                "Make its function deterministic, or use on_error='stop'"
+                f"processor {record.processor!r} failed again on epoch {record.epoch}'s rows after they were set aside "
+                f"({next(iter(record.reasons.values()))}): the rows it fails on are not the same each time - its input "
+                "changes from one read to the next (current_timestamp(), rand() or uuid() above it) or its function fails "
+                "at random. Make them deterministic, or use on_error='stop'"
             )
         merged = state.quarantine.add(record)
         if not state.pipeline.error_limit.allows(len(merged.reasons), found.read):

@@ -22,6 +22,8 @@ epoch commits without them. The dataflow and its policies::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -43,8 +45,11 @@ def parse(df: DataFrame) -> DataFrame:
     return df.select("user", F.col("amount").cast("bigint").alias("amount"), F.col("ts").cast("timestamp").alias("ts"))
 
 
-def build_pipeline(input_dir: str, output_dir: str, *, on_error: OnError | str = OnError.DEAD_LETTER) -> Pipeline:
-    """The payments pipeline (see the module docstring); tables under ``output_dir``."""
+def build_pipeline(
+    input_dir: str, output_dir: str, *, on_error: OnError | str = OnError.DEAD_LETTER, parse: Callable[[DataFrame], DataFrame] = parse
+) -> Pipeline:
+    """The payments pipeline (see the module docstring); tables under ``output_dir``.
+    ``parse``: another way to type the rows (the tests' Python UDF)."""
     p = Pipeline("payments", on_error=on_error)
     raw = p.source("payments", FileSource(input_dir, "csv", RAW_SCHEMA, options=CSV_OPTIONS))
     parsed = raw.map("parse", parse)

@@ -223,6 +223,17 @@ def culprit_of(state: RunState, surfaced: Processor, work: EpochWork, exc: BaseE
     return surfaced, exc
 
 
+def failing_above(state: RunState, p: Processor, work: EpochWork) -> Processor | None:
+    """The first processor above ``p`` (in graph order) whose output fails alone with an
+    error of the data, whatever its cause; None if none does."""
+    for q in _above(state, p):
+        outputs = [df for (name, port), df in list(work.outputs.items()) if name == q.name and port != ERRORS_PORT]
+        error = next((e for e in map(run_alone, outputs) if e is not None), None)
+        if error is not None and cause_of(error) is not None:
+            return q
+    return None
+
+
 def diagnose(
     state: RunState, surfaced: Processor, work: EpochWork, exc: BaseException, cause: str, *, found: tuple[Processor, BaseException] | None = None, note: str = ""
 ) -> StepError:

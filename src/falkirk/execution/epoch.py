@@ -36,9 +36,16 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
 from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
-from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
+from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose, failing_above
 from falkirk.execution.exceptions import EpochInvariantError
-from falkirk.execution.isolation import CannotIsolate, isolate, unreadable_files
+from falkirk.execution.isolation import (
+    CannotIsolate,
+    InputFails,
+    first_line,
+    isolate,
+    transient,
+    unreadable_files,
+)
 from falkirk.execution.quarantine import file_identity
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
@@ -193,7 +200,7 @@ class EpochRunner:
             if cause is None:
                 raise
             found = culprit_of(self.state, p, work, exc, cause)
-            note = self._set_aside(found[0], work, tick)
+            note = self._set_aside(found[0], work, tick) if not transient(cause) else ""
             raise diagnose(self.state, p, work, exc, cause, found=found, note=note) from exc
 
     def _set_aside(self, culprit: Processor, work: EpochWork, tick: Tick | None) -> str:
@@ -203,12 +210,18 @@ class EpochRunner:
         ``on_error="stop"``), for the error that stops the run."""
         if self.state.pipeline.on_error_of(culprit) is not OnError.DEAD_LETTER:
             return ""
-        if tick is not None or culprit not in self.ahead or culprit.name not in work.inputs_used:
-            return f"Its rows were not set aside: processor {culprit.name!r} runs after a loop"
-        try:
-            raise isolate(self.state, culprit, work, work.inputs_used[culprit.name], self.state.pipeline.error_limit)
-        except CannotIsolate as why:
-            return f"Its rows were not set aside: {why.why}"
+        while True:
+            if tick is not None or culprit not in self.ahead or culprit.name not in work.inputs_used:
+                return f"Its rows were not set aside: processor {culprit.name!r} runs after a loop"
+            try:
+                raise isolate(self.state, culprit, work, work.inputs_used[culprit.name], self.state.pipeline.error_limit)
+            except CannotIsolate as why:
+                return f"Its rows were not set aside: {why.why}"
+            except InputFails as failed:  # the rows are a processor's above it (a column the plan had pruned)
+                above = failing_above(self.state, culprit, work)
+                if above is None or self.state.pipeline.on_error_of(above) is not OnError.DEAD_LETTER:
+                    return f"Its rows were not set aside: its input fails alone ({first_line(failed.error)})"
+                culprit = above
 
     def _run(
         self,
@@ -222,14 +235,14 @@ class EpochRunner:
         """One step of ``p`` at ``tick``: its input logged, the operator run (in epoch
         order where its state needs it), each output kept, observed and logged as
         its policy asks, what it emits recorded for the commit, its checkpoint taken."""
+        errors: DataFrame | None = None
+        if p.has_errors:  # the rows set aside in this epoch leave the input here (and its log)
+            inputs, errors = self.state.quarantine.split(self.state.spark, p, tick.epoch, inputs)
+            work.inputs_used[p.name] = inputs
         if p.policy.logs_inputs:
             self._log_inputs(p, work, inputs)
         started = time.perf_counter()
         self.label(f"{p.name} {tick.label}")
-        errors: DataFrame | None = None
-        if p.has_errors:  # the rows set aside in this epoch leave the input here
-            inputs, errors = self.state.quarantine.split(self.state.spark, p, tick.epoch, inputs)
-            work.inputs_used[p.name] = inputs
         step, waited = self._step(p, work, inputs, tick)
         operator = self.state.operators[p.name]
         produced = operator.step(step)

@@ -76,6 +76,15 @@ class CannotIsolate(Exception):
         self.why = why
 
 
+class InputFails(Exception):
+    """The input of the processor being searched fails when computed alone: the bad
+    rows are a processor's above it."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class ErrorLimitExceeded(DataError):
     """A processor set aside more rows in one epoch than its pipeline's
     :class:`~falkirk.graph.errors.ErrorLimit` allows: the error looks systematic."""
@@ -113,12 +122,17 @@ def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFra
     units = marked if unit is QuarantineUnit.ROW else marked.select(IDENTITY).distinct()
     units = units.withColumn(POSITION, F.monotonically_increasing_id()).persist()
     try:
-        rows = (
-            units.groupBy(F.shiftright(F.col(POSITION), 33).alias("part"))
-            .agg(F.min(POSITION).alias("first"), F.count(F.lit(1)).alias("n"))
-            .orderBy("part")
-            .collect()
-        )
+        try:
+            rows = (
+                units.groupBy(F.shiftright(F.col(POSITION), 33).alias("part"))
+                .agg(F.min(POSITION).alias("first"), F.count(F.lit(1)).alias("n"))
+                .orderBy("part")
+                .collect()
+            )
+        except Exception as exc:  # its input itself fails: the rows are a processor's above it
+            if cause_of(exc) is None or is_executor_loss(exc) or no_space(exc) is not None:
+                raise
+            raise InputFails(exc) from exc
         segments, total = [], 0
         for row in rows:
             segments.append(_Segment(int(row["first"]), int(row["n"]), total))
@@ -131,7 +145,15 @@ def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFra
                 return chosen.drop(IDENTITY, POSITION)
             return marked.join(chosen.select(IDENTITY), IDENTITY, "left_semi").drop(IDENTITY)
 
-        bad = _search(total, lambda a, b: _try(state, q, work, part(a, b)), q, work.epoch, limit, read)
+        tried: dict[tuple[int, int], str | None] = {}
+
+        def fails(a: int, b: int) -> str | None:
+            if (a, b) not in tried:
+                tried[(a, b)] = _try(state, q, work, part(a, b))
+            return tried[(a, b)]
+
+        _check_not_systematic(total, fails, q, work.epoch)
+        bad = _search(total, fails, q, work.epoch, limit, read)
         found = units.filter(F.col(POSITION).isin([_position(segments, i) for i in bad])).select(IDENTITY, POSITION).collect()
         by_position = {int(r[POSITION]): int(r[IDENTITY]) for r in found}
         reasons = {by_position[_position(segments, i)]: reason for i, reason in bad.items()}
@@ -143,6 +165,25 @@ def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFra
         q.name, len(reasons), unit.value, work.epoch, next(iter(reasons.values())),
     )  # fmt: skip
     return PoisonRows(record, read)
+
+
+#: Units tried alone before a search: if every one fails, the error is not a few bad rows.
+SAMPLE = 3
+
+
+def _check_not_systematic(total: int, fails: Callable[[int, int], str | None], q: Processor, epoch: int) -> None:
+    """Raise :class:`CannotIsolate` if the first, middle and last unit each fail alone
+    (with 8 units or more): every row failing is a broken function, a missing column
+    or a service down, not bad data - setting the whole input aside would hide it."""
+    if total < 8:
+        return
+    sample = [0, total // 2, total - 1][:SAMPLE]
+    causes = [fails(i, i + 1) for i in sample]
+    if all(c is not None for c in causes):
+        raise CannotIsolate(
+            f"processor {q.name!r} fails on each of the rows of epoch {epoch} tried alone ({len(sample)} of {total}: {causes[0]}): "
+            "the function or the input as a whole fails, not a few bad rows"
+        )
 
 
 def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, epoch: int, limit: ErrorLimit, read: int) -> dict[int, str]:
@@ -177,7 +218,8 @@ def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, e
                 if results[part] is None:
                     raise CannotIsolate(
                         f"processor {q.name!r} fails on epoch {epoch}'s rows only together, not on any one "
-                        f"{'key' if q.spec.keyed else 'row'} alone"
+                        f"{'key' if q.spec.keyed else 'row'} alone (or not on the same rows each time: a function "
+                        "that fails at random, or an input that changes from one read to the next)"
                     )
                 known.append((part, results[part]))
             for left, right in splits:
@@ -186,10 +228,13 @@ def _search(total: int, fails: Callable[[int, int], str | None], q: Processor, e
                     unknown.append(right)
                 else:
                     known.append((right, None))
-            if not limit.allows(len(bad), read):
+            # Each part known to fail holds a bad unit of its own: a bound from below.
+            at_least = len(bad) + len(known)
+            if not limit.allows(at_least, read):
+                first = next(iter(bad.values()), None) or next((c for _, c in known if c), "")
                 raise ErrorLimitExceeded(
-                    f"processor {q.name!r} cannot process more than {len(bad)} of epoch {epoch}'s {read} rows "
-                    f"(first: {next(iter(bad.values()))}): more than {limit} allows, which looks like a "
+                    f"processor {q.name!r} cannot process at least {at_least} of epoch {epoch}'s {read} rows "
+                    f"(first: {first}): more than {limit} allows, which looks like a "
                     "systematic error, not a few bad rows. Fix the function or the input, or allow more with "
                     "Pipeline(error_limit=ErrorLimit(...)); then run again"
                 )
@@ -242,6 +287,19 @@ def first_line(exc: BaseException) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
+#: Python exceptions that say a service or the network failed, not the data.
+_TRANSIENT = re.compile(
+    r"^([\w.]*\.)?(Connection\w*Error|TimeoutError|\w*Timeout\w*|BrokenPipeError|OSError|IOError|socket\.\w+|"
+    r"OperationalError|InterfaceError|ServiceUnavailable\w*|HTTPError|URLError|MaxRetryError|NewConnectionError)\b"
+)
+
+
+def transient(cause: str) -> bool:
+    """Whether ``cause`` (:func:`~falkirk.execution.diagnosis.cause_of`) names an
+    error of a service or the network: never a reason to set rows aside."""
+    return bool(_TRANSIENT.match(cause))
+
+
 def _try(state: RunState, q: Processor, work: EpochWork, rows: DataFrame) -> str | None:
     """Run ``q``'s step of the epoch on ``rows`` alone (through a stand-in): the cause
     of the data error it fails with, or None."""
@@ -264,6 +322,8 @@ def _try(state: RunState, q: Processor, work: EpochWork, rows: DataFrame) -> str
     cause = cause_of(error)
     if cause is None:
         raise error
+    if transient(cause):
+        raise CannotIsolate(f"processor {q.name!r} failed with {cause}, an error of a service or the network, not of the data")
     return cause
 
 

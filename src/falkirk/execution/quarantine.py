@@ -44,11 +44,15 @@ def unit_of(p: Processor) -> QuarantineUnit:
 
 
 def identity(df: DataFrame, p: Processor) -> Column:
-    """The identity of each row of ``df``, ``p``'s input (see the module docstring)."""
+    """The identity of each row of ``df``, ``p``'s input (see the module docstring):
+    ``xxhash64`` of its columns (its key's, for a keyed processor) after a mask of
+    which are null - the hash skips nulls, so ``(null, 'a')`` and ``('a', null)``
+    would be one identity without it."""
     columns = list(getattr(p.spec, "key", ())) if p.spec.keyed else df.columns
+    nulls = F.concat_ws("", *[F.when(F.col(c).isNull(), F.lit("1")).otherwise(F.lit("0")) for c in columns])
     if any(_has_map(df.schema[c].dataType) for c in columns):  # xxhash64 takes no maps
-        return F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in columns])))
-    return F.xxhash64(*[F.col(c) for c in columns])
+        return F.xxhash64(nulls, F.to_json(F.struct(*[F.col(c) for c in columns])))
+    return F.xxhash64(nulls, *[F.col(c) for c in columns])
 
 
 def file_identity(name: str) -> int:
@@ -71,6 +75,9 @@ class Quarantines:
     def __init__(self, committed: dict[tuple[str, int], QuarantineRecord]) -> None:
         self.committed = dict(committed)
         self.pending: dict[tuple[str, int], QuarantineRecord] = {}
+        #: Searches per (processor, epoch) in this run (a third one means the rows do
+        #: not stay out: see :meth:`searched`).
+        self.searches: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -90,6 +97,12 @@ class Quarantines:
         """The record found in this run that the epoch's commit is to record, if any."""
         with self._lock:
             return self.pending.get((processor, epoch))
+
+    def searched(self, processor: str, epoch: int) -> int:
+        """Count one more search of ``processor``'s rows of ``epoch``; returns how many so far."""
+        with self._lock:
+            self.searches[(processor, epoch)] = self.searches.get((processor, epoch), 0) + 1
+            return self.searches[(processor, epoch)]
 
     def add(self, found: QuarantineRecord) -> QuarantineRecord:
         """Record rows found in this run; returns everything now set aside there."""

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from falkirk.recovery.chain import Base, Delta, entries_to_restore
+from falkirk.spark.blocks import free
 from falkirk.spark.files import check_stored_schema, write_parquet
 from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
@@ -311,7 +312,7 @@ class KeyedState:
         made = [*self._runs(), *(df for _, df in self._retired)]
         for df in made:
             if id(df) not in self._scratch_of:
-                df.unpersist()
+                free(df)  # its cache entry and its locally checkpointed blocks
 
     def reset(self) -> None:
         """Back to the initial (empty) state."""

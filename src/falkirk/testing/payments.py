@@ -99,3 +99,29 @@ def expected(directory: Path) -> Expected:
         sorted((u, start, start + WINDOW, n, s) for (u, start), (n, s) in windows.items()),
         sorted(errors),
     )
+
+
+def expected_by_key(directory: Path) -> Expected:
+    """What the keyed variant writes (``tests/engine/payments_runner.py keyed``): a
+    user's rows of an epoch are set aside together when any of them is bad; the
+    totals count the rest (no windows)."""
+    count: dict[str, int] = {}
+    total: dict[str, int] = {}
+    totals, errors = [], []
+    for epoch, path in enumerate(sorted(directory.glob("*.csv")), start=1):
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        bad_users = {r["user"] for r in rows if _amount(r["amount"]) is None or _ts(r["ts"]) is None}
+        touched = set()
+        for row in rows:
+            user = row["user"]
+            if user in bad_users:
+                errors.append((user, row["amount"], row["ts"]))
+                continue
+            amount = _amount(row["amount"])
+            assert amount is not None
+            count[user] = count.get(user, 0) + 1
+            total[user] = total.get(user, 0) + amount
+            touched.add(user)
+        totals += [(u, epoch, count[u], total[u]) for u in touched]
+    return Expected(sorted(totals), [], sorted(errors))
