@@ -211,7 +211,9 @@ class EpochRunner:
         if self.state.pipeline.on_error_of(culprit) is not OnError.DEAD_LETTER:
             return ""
         while True:
-            if tick is not None or culprit not in self.ahead or culprit.name not in work.inputs_used:
+            if tick is not None:
+                return "Its rows were not set aside: the error surfaced inside a loop's iteration, where rows are not set aside"
+            if culprit not in self.ahead or culprit.name not in work.inputs_used:
                 return f"Its rows were not set aside: processor {culprit.name!r} runs after a loop"
             try:
                 raise isolate(self.state, culprit, work, work.inputs_used[culprit.name], self.state.pipeline.error_limit)

@@ -245,6 +245,7 @@ class LoopStage:
         processors at this time, and whether any processor ran (rather than held it)."""
         epoch, iteration = at.epoch, int(at.step or 0)
         sub = EpochWork(epoch, work.offsets, time.perf_counter())
+        sub.outputs.update(work.outputs)  # what came before the loop, for a diagnosis of an error it raises here
         current: dict[tuple[str, str], Rows] = {}
         ran: dict[str, Tick] = {}
         for p in members:
