@@ -25,7 +25,6 @@ from falkirk.demo.payments import ERRORS_COLUMNS, TOTALS_COLUMNS, WINDOWS_COLUMN
 from falkirk.testing.payments import Expected, expected, expected_by_key, write_input
 from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import (
-    EXAMPLES,
     finish,
     kill_at_a_random_moment,
     kill_at_each,
@@ -64,14 +63,15 @@ def test_an_uninterrupted_run_sets_aside_every_bad_row_once(spark: SparkSession,
     assert_output(tmp_path / "out", want)
 
 
-def test_on_error_stop_exits_2_with_one_line_naming_processor_epoch_file_and_value(tmp_path: Path) -> None:
+def test_on_error_stop_exits_2_with_one_line_naming_processor_epoch_file_and_value(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_input(tmp_path / "in", files=1, rows=20, bad_share=0, seed=1)
     bad = tmp_path / "in" / "p-00001.csv"
     bad.write_text("user,amount,ts\nu1,5,2026-11-26 10:15:00\nu2,12x,2026-11-26 10:16:00\n")
     args = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--storage", str(tmp_path / "state"), "--on-error", "stop"]
-    done = subprocess.run([sys.executable, str(EXAMPLES / "payments.py"), *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stderr[-2000:]
-    [line] = [x for x in done.stderr.splitlines() if x.startswith("payments:")]
+    assert run_example_here("payments", args) == 2  # in this process: its exit code and its stderr
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("payments:")]
     assert line.startswith("payments: error: processor 'parse' failed on epoch 2's data: [CAST_INVALID_INPUT] The value '12x'")
     assert "input: payments: p-00001.csv" in line
 

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -36,29 +36,22 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Offsets
 from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
-from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose, failing_above
+from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.isolation import (
-    CannotIsolate,
-    InputFails,
-    first_line,
-    isolate,
     transient,
-    unreadable_files,
 )
-from falkirk.execution.quarantine import file_identity
 from falkirk.execution.run_state import RunState
+from falkirk.execution.setting_aside import SetAside
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
-from falkirk.graph.errors import ERRORS_PORT, OnError
-from falkirk.io.exceptions import SourceError
+from falkirk.graph.errors import ERRORS_PORT
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.files import write_parquet
-from falkirk.spark.frames import empty
 from falkirk.spark.materialise import materialise, replicated
-from falkirk.storage import CommitBatch, QuarantineRecord, QuarantineUnit
+from falkirk.storage import CommitBatch
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick
 
@@ -103,6 +96,8 @@ class EpochRunner:
         #: main thread runs (:mod:`falkirk.execution.loop_stage`).
         later = after_loops(state.pipeline)
         self.ahead = [p for p in state.order if p.name not in later]
+        #: What it does with rows and files a step cannot process (setting_aside.py).
+        self.aside = SetAside(state, self.ahead, self._write_later, self._lock)
 
     # -- main thread ----------------------------------------------------------------
 
@@ -191,7 +186,7 @@ class EpochRunner:
                 self._run(p, work, inputs, work.outputs, Tick(work.epoch) if tick is None else tick, checkpoint)
         except Exception as exc:
             if no_space(exc) is None and not is_executor_loss(exc):
-                self._set_aside_unreadable(work)  # FileSource(unreadable="set_aside"): a file Spark cannot read
+                self.aside.unreadable(work)  # FileSource(unreadable="set_aside"): a file Spark cannot read
             if as_storage_error(exc) is not None or no_space(exc) is not None or is_executor_loss(exc):
                 raise  # a damaged file, a full disk: the engine names it; a lost executor: it recovers
             if isinstance(exc, FalkirkError):
@@ -200,30 +195,8 @@ class EpochRunner:
             if cause is None:
                 raise
             found = culprit_of(self.state, p, work, exc, cause)
-            note = self._set_aside(found[0], work, tick) if not transient(cause) else ""
+            note = self.aside.after_failure(found[0], work, tick) if not transient(cause) else ""
             raise diagnose(self.state, p, work, exc, cause, found=found, note=note) from exc
-
-    def _set_aside(self, culprit: Processor, work: EpochWork, tick: Tick | None) -> str:
-        """After ``culprit``'s step failed on the epoch's data: with ``on_error=
-        "dead_letter"``, find the rows and raise :class:`PoisonRows` (the engine runs
-        the epoch again without them). Returns why they cannot be set aside ("" for
-        ``on_error="stop"``), for the error that stops the run."""
-        if self.state.pipeline.on_error_of(culprit) is not OnError.DEAD_LETTER:
-            return ""
-        while True:
-            if tick is not None:
-                return "Its rows were not set aside: the error surfaced inside a loop's iteration, where rows are not set aside"
-            if culprit not in self.ahead or culprit.name not in work.inputs_used:
-                return f"Its rows were not set aside: processor {culprit.name!r} runs after a loop"
-            try:
-                raise isolate(self.state, culprit, work, work.inputs_used[culprit.name], self.state.pipeline.error_limit)
-            except CannotIsolate as why:
-                return f"Its rows were not set aside: {why.why}"
-            except InputFails as failed:  # the rows are a processor's above it (a column the plan had pruned)
-                above = failing_above(self.state, culprit, work)
-                if above is None or self.state.pipeline.on_error_of(above) is not OnError.DEAD_LETTER:
-                    return f"Its rows were not set aside: its input fails alone ({first_line(failed.error)})"
-                culprit = above
 
     def _run(
         self,
@@ -239,8 +212,7 @@ class EpochRunner:
         its policy asks, what it emits recorded for the commit, its checkpoint taken."""
         errors: DataFrame | None = None
         if p.has_errors:  # the rows set aside in this epoch leave the input here (and its log)
-            inputs, errors = self.state.quarantine.split(self.state.spark, p, tick.epoch, inputs)
-            work.inputs_used[p.name] = inputs
+            inputs, errors = self.aside.split(p, work, inputs)
         if p.policy.logs_inputs:
             self._log_inputs(p, work, inputs)
         started = time.perf_counter()
@@ -249,9 +221,7 @@ class EpochRunner:
         operator = self.state.operators[p.name]
         produced = operator.step(step)
         if p.has_errors:
-            produced = {**produced, ERRORS_PORT: errors if errors is not None else self._no_errors(p)}
-            if errors is not None:
-                self._record_set_aside(p, work, errors)
+            produced = {**produced, ERRORS_PORT: self.aside.errors_output(p, work, errors)}
         _check_merged_in_order(p, operator, work.epoch, waited)
         for port, df in produced.items():
             outputs[(p.name, port)], logged = self._route(p, port, df, work)
@@ -259,7 +229,7 @@ class EpochRunner:
                 key = f"{p.name}.{port}"
                 self._write_later(work, f"{key} {tick.label}", self._write_log, outputs[(p.name, port)], key, tick, work.batch)
         if p.spec.source:
-            self._record_files_set_aside(p, work)
+            self.aside.record_files(p, work)
         emitted = operator.emit(step)
         if emitted is not None:
             crash_point(CrashPoint.SINK_WRITTEN)
@@ -273,66 +243,6 @@ class EpochRunner:
             self.checkpoint(p, tick, work)
         work.times.record(p.name, started)
         work.ran.append(p.name)
-
-    def _no_errors(self, p: Processor) -> DataFrame:
-        return empty(self.state.spark, self.state.schemas[(p.name, ERRORS_PORT)])
-
-    def _record_set_aside(self, p: Processor, work: EpochWork, errors: DataFrame) -> None:
-        """The epoch's commit records the rows ``p`` set aside when they were found in
-        this run: counted, and written to the quarantine table when no sink reads
-        ``p``'s ``errors`` (a committed record is the replay's: nothing to add)."""
-        record = self.state.quarantine.pending_record(p.name, work.epoch)
-        if record is None:
-            return
-        to_table = not self.state.pipeline.consumers(p.name, ERRORS_PORT)
-        self._write_later(work, f"{p.name}/quarantine e{work.epoch}", self._write_set_aside, errors, record, to_table, work.batch)
-
-    def _record_files_set_aside(self, p: Processor, work: EpochWork) -> None:
-        """The epoch's commit records the files source ``p`` left unread - late ones
-        (``FileSource(late="set_aside")``) and unreadable ones found in this run
-        (``unreadable="set_aside"``) - unless it did already (a replay)."""
-        if self.state.quarantine.is_committed(p.name, work.epoch):
-            return
-        offsets = work.offsets.get(p.name)
-        late = offsets.get("set_aside", []) if isinstance(offsets, dict) else []
-        found = self.state.quarantine.pending_record(p.name, work.epoch)
-        reasons = {**(found.reasons if found is not None else {}), **{file_identity(name): f"{name}: {reason}" for name, reason in late}}
-        if reasons:
-            with self._lock:
-                work.batch.quarantine.append(QuarantineRecord(p.name, work.epoch, QuarantineUnit.FILE, reasons, rows=len(reasons)))
-
-    def _set_aside_unreadable(self, work: EpochWork) -> None:
-        """After a step of the epoch failed: find the files of the epoch's file sources
-        that Spark cannot read, each tried alone
-        (:func:`falkirk.execution.isolation.unreadable_files`), and raise
-        :class:`PoisonRows` setting them aside (``FileSource(unreadable="set_aside")``)
-        or a :class:`SourceError` naming them; nothing if every file reads."""
-        for s in self.state.order:
-            choice = getattr(getattr(s.spec, "reader", None), "unreadable", None)
-            if choice is None or s.name not in work.offsets:
-                continue
-            offsets = self.state.quarantine.files_read(s.name, work.epoch, work.offsets[s.name])
-            found = unreadable_files(self.state, s, work.epoch, offsets)
-            if found is None:
-                continue
-            if choice == "set_aside":
-                raise found
-            raise SourceError(
-                f"source {s.name!r} cannot read input file(s) of epoch {work.epoch}: {'; '.join(found.record.reasons.values())}. "
-                "Fix or replace the file (the same name, size and modification time, or a fresh storage root), or let "
-                "FileSource(..., unreadable='set_aside') leave such files out of their epoch"
-            )
-
-    def _write_set_aside(self, errors: DataFrame, record: QuarantineRecord, to_table: bool, batch: CommitBatch) -> None:
-        kept = errors.persist()
-        try:
-            rows = kept.count()
-            files = write_parquet(kept, self.state.area("quarantine", record.processor), f"e{record.epoch}", self.state.fs) if to_table else []
-        finally:
-            kept.unpersist()
-        crash_point(CrashPoint.QUARANTINE_WRITTEN)  # the rows set aside are written, not yet committed
-        with self._lock:
-            batch.quarantine.append(replace(record, rows=rows, files=tuple(files)))
 
     def _log_inputs(self, p: Processor, work: EpochWork, inputs: list[DataFrame]) -> None:
         """The inputs of a processor whose policy logs them (written now, committed with the epoch)."""
