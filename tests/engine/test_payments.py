@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -22,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from falkirk.demo.payments import ERRORS_COLUMNS, TOTALS_COLUMNS, WINDOWS_COLUMNS
+from falkirk.storage import MetaStore
 from falkirk.testing.payments import Expected, expected, expected_by_key, write_input
 from falkirk.testing.visibility import CommittedOnly
 from tests.engine.examples import (
@@ -78,23 +80,50 @@ def test_on_error_stop_exits_2_with_one_line_naming_processor_epoch_file_and_val
 
 def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: Path, tmp_path: Path) -> None:
     """Bad values in a JVM expression (ANSI casts)."""
-    out, state = tmp_path / "out", tmp_path / "state"
-    args = ["--input", str(files), "--output", str(out), "--storage", str(state)]
+    out, state, given = tmp_path / "out", tmp_path / "state", tmp_path / "in"
+    shutil.copytree(files, given)
+    args = ["--input", str(given), "--output", str(out), "--storage", str(state)]
     visible = CommittedOnly(state)
     points = [
         "quarantine.found:1",  # epoch 1's bad rows found, nothing committed yet
         "quarantine.written:1",  # found again and written to the errors sink: not committed
         "commit.after:1",  # epoch 1 committed with the identities of its bad rows
         "quarantine.found:1",  # epoch 2's (epoch 1's are committed: no second search)
-        "recovery.restored:1",  # checkpoints restored, nothing replayed yet
-        "sink.publish:3",
     ]
     kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
+    # Finding 6: the input files of every committed epoch deleted and put back (a
+    # restore from a backup: new modification times); the restarts replay the epochs
+    # after the checkpoints from them, comparing their rows with the committed digests.
+    assert put_back_committed_input(state, given) == 1
+    points = [
+        "recovery.restored:1",  # checkpoints restored, nothing replayed yet
+        "sink.publish:7",  # a publish of a later epoch (three sinks publish per commit)
+    ]
+    kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
+    assert put_back_committed_input(state, given) >= 2
     rng = random.Random(7)
     kill_at_a_random_moment(start_example("payments.py", args), rng.uniform(8, 16), visible)
     assert finish(start_example("payments.py", args)) == 0
     visible.check()
-    assert_output(out, expected(files))
+    assert_output(out, expected(given))
+
+
+def put_back_committed_input(state: Path, given: Path) -> int:
+    """Delete and write anew the input files of every epoch the root committed (those
+    a recovery may read again, by the offsets kept, and those before them); how many."""
+    store = MetaStore(state, read_only=True)
+    try:
+        committed = store.committed_epoch() or 0
+        kept = {f[0] for e, o in store.offsets("payments").items() if o and e <= committed for f in o["files"]}
+    finally:
+        store.close()
+    assert kept, "no committed epoch a recovery may read again"
+    names = [path.name for path in sorted(given.iterdir()) if path.name <= max(kept)]
+    for name in names:
+        content = (given / name).read_bytes()
+        (given / name).unlink()
+        (given / name).write_bytes(content)
+    return len(names)
 
 
 RUNNER = Path(__file__).with_name("payments_runner.py")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from falkirk.graph import LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.runtime import Engine
+from falkirk.storage import MetaStore
 from falkirk.testing.verify import differences
 
 #: Names Spark's reader would treat as glob patterns, or Hadoop as URI syntax.
@@ -150,6 +152,73 @@ def test_restored_input_lets_the_pipeline_finish_exactly(spark: SparkSession, tm
         [("x", n, n) for n in range(1, 5)] + [(f"y{i}", 1, i) for i in range(1, 5)], columns=["name", "n", "epoch"]
     )
     assert differences(out, want) == []
+
+
+def _offsets_of(state: Path, epoch: int) -> dict[str, object]:
+    store = MetaStore(state, read_only=True)
+    try:
+        return store.offsets("src")[epoch]  # type: ignore[no-any-return]
+    finally:
+        store.close()
+
+
+def _put_back(path: Path, content: bytes) -> None:
+    """``content`` written anew at ``path`` (a copy from a backup: a new modification time)."""
+    before = path.stat().st_mtime_ns if path.exists() else None
+    path.unlink(missing_ok=True)
+    path.write_bytes(content)
+    assert path.stat().st_mtime_ns != before
+
+
+def test_a_file_put_back_with_a_new_modification_time_is_read_by_the_replay(spark: SparkSession, tmp_path: Path) -> None:
+    # Finding 6: a byte-identical copy of a deleted input file was refused (its mtime is new).
+    for i in range(1, 5):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}", "x")
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
+    digest = _offsets_of(tmp_path / "state", 3)["digest"]  # the run's last epoch: recorded as it ended
+    assert digest == {**digest, "files": ["e3.json"], "rows": 3}
+    original = (tmp_path / "in" / "e3.json").read_bytes()
+    _put_back(tmp_path / "in" / "e3.json", original)  # the checkpoint is at 2: the restart reads e3.json again
+    report = Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
+    assert report.recovered is not None and report.recovered["agg"] == 2
+    want = pd.DataFrame(
+        [("x", 2 * n, n) for n in range(1, 5)] + [(f"y{i}", 1, i) for i in range(1, 5)], columns=["name", "n", "epoch"]
+    )
+    assert differences(pd.read_parquet(tmp_path / "out"), want) == []
+
+
+def test_a_file_put_back_with_other_rows_of_its_size_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    for i in range(1, 5):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
+    original = (tmp_path / "in" / "e3.json").read_bytes()
+    _put_back(tmp_path / "in" / "e3.json", original.replace(b"y3", b"y9"))
+    with pytest.raises(InputChangedError, match=r"e3\.json' changed .* no longer give the rows they gave \(their digest differs\)"):
+        Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
+    assert sorted(pd.read_parquet(tmp_path / "out")["epoch"].unique()) == [1, 2, 3]  # nothing of the other rows
+
+
+def test_without_digests_a_file_put_back_is_refused_with_how_to_restore_its_time(spark: SparkSession, tmp_path: Path) -> None:
+    def build() -> Pipeline:
+        p = Pipeline("counts")
+        src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", digest_rows=False))
+        src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
+        return p
+
+    for i in range(1, 5):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+    Engine(build(), tmp_path / "state", spark=spark).run(max_epochs=3)
+    assert "digest" not in _offsets_of(tmp_path / "state", 3)
+    path = tmp_path / "in" / "e3.json"
+    planned = path.stat().st_mtime_ns
+    _put_back(path, path.read_bytes())
+    with pytest.raises(InputChangedError, match=r"No digest .* \(digest_rows=False\).*\(touch -m -d @") as raised:
+        Engine(build(), tmp_path / "state", spark=spark).run()
+    command = str(raised.value).split("(touch ", 1)[1].split(")", 1)[0]
+    subprocess.run(["touch", *command.split()], check=True)  # the advice, followed
+    assert path.stat().st_mtime_ns == planned
+    Engine(build(), tmp_path / "state", spark=spark).run()
+    assert sorted(pd.read_parquet(tmp_path / "out")["epoch"].unique()) == [1, 2, 3, 4]
 
 
 def test_consumed_input_a_recovery_does_not_reread_may_be_deleted(spark: SparkSession, tmp_path: Path) -> None:

@@ -185,6 +185,7 @@ class Ledger:
         crash_point(CrashPoint.COMMIT_BEFORE)
         deletable = self.store.commit(batch)
         crash_point(CrashPoint.COMMIT_AFTER)
+        self._added(batch)
         self._forgotten(batch.forget)
         self.pending = self.forgettable(self.monitor.add_many(records))
         return deletable
@@ -197,6 +198,18 @@ class Ledger:
         files = self.store.forget(undone)
         self._forgotten(undone)
         return files
+
+    def add_to_offsets(self, batch: CommitBatch) -> None:
+        """Commit ``batch``'s keys added to committed offsets (digests that arrived
+        after the last commit), alone."""
+        self.store.commit(batch)
+        self._added(batch)
+
+    def _added(self, batch: CommitBatch) -> None:
+        for s, epoch, keys in batch.offsets_added:
+            offsets = self.offsets.get(s, {}).get(epoch)
+            if offsets is not None:
+                offsets.update(keys)
 
     def flush(self) -> list[StoredFile]:
         """Forget what is pending now (at a clean stop); returns the files to delete."""

@@ -296,6 +296,9 @@ class EpochRunner:
         logged = p.policy.logs_outputs and bool(consumers)
         if len(consumers) > 1 or logged:
             df = self.keep(work, df)
+        if p.spec.source and port == "out":  # above the cache, like the counts below
+            offsets = state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
+            df = state.digests.observe(p, df, work.epoch, offsets)
         # Sources are counted from their offsets; loop processors' rows are not
         # counted (an observation per iteration would need a count per tick).
         # The errors output is not counted (its rows are counted as they are set aside).

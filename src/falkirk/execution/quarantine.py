@@ -18,10 +18,11 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from falkirk.graph import Processor
 from falkirk.graph.errors import ERROR_COLUMNS
+from falkirk.spark.frames import has_map
 from falkirk.storage import MetaStore, QuarantineRecord, QuarantineUnit
 
 #: The hidden column holding an identity while rows are split.
@@ -50,7 +51,7 @@ def identity(df: DataFrame, p: Processor) -> Column:
     would be one identity without it."""
     columns = list(getattr(p.spec, "key", ())) if p.spec.keyed else df.columns
     nulls = F.concat_ws("", *[F.when(F.col(c).isNull(), F.lit("1")).otherwise(F.lit("0")) for c in columns])
-    if any(_has_map(df.schema[c].dataType) for c in columns):  # xxhash64 takes no maps
+    if any(has_map(df.schema[c].dataType) for c in columns):  # xxhash64 takes no maps
         return F.xxhash64(nulls, F.to_json(F.struct(*[F.col(c) for c in columns])))
     return F.xxhash64(nulls, *[F.col(c) for c in columns])
 
@@ -60,12 +61,6 @@ def file_identity(name: str) -> int:
     signed 64-bit integer."""
     return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big", signed=True)
 
-
-def _has_map(t: object) -> bool:
-    if isinstance(t, MapType):
-        return True
-    inner = getattr(t, "fields", None) or ([t.elementType] if hasattr(t, "elementType") else [])
-    return any(_has_map(getattr(f, "dataType", f)) for f in inner)
 
 
 class Quarantines:

@@ -19,12 +19,19 @@ before one already consumed cannot be read in order any more and is reported
 reason; ``falkirk inspect ROOT quarantine``), so that a service goes on. A file
 Spark cannot read stops the run with the reader's error, or with
 ``unreadable="set_aside"`` is left out of its epoch and recorded the same way.
+
+A file put back after a deletion (from a backup, a copy) has its size but a new
+modification time. With ``digest_rows`` (the default) the engine commits a digest of
+each epoch's rows, observed while Spark reads them (:mod:`falkirk.io.digests`), and a
+replay that meets such a file reads the epoch's files once more to compare: the same
+rows, and the replay goes on; other rows, and it stops.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +41,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.io.directories import InputDirectory, input_directory, normalise
+from falkirk.io.digests import DIGEST_KEY, RowsDigest, digest_of
+from falkirk.io.directories import FileStat, InputDirectory, input_directory, normalise
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.storage.filesystem import is_uri
 
@@ -57,8 +65,9 @@ class FileSource:
     and rename it when it is complete, so that no epoch reads it half-written.
 
     Guarantees: every file is read by exactly one epoch, and a replayed epoch reads
-    exactly the files it read the first time, unchanged, or stops with an
-    :class:`~falkirk.io.exceptions.InputChangedError` naming the file."""
+    exactly the files it read the first time, unchanged (same size and modification
+    time, or - a file put back - same size and the same rows by the epoch's digest),
+    or stops with an :class:`~falkirk.io.exceptions.InputChangedError` naming the file."""
 
     path: str
     format: str
@@ -80,7 +89,15 @@ class FileSource:
     #: default), or ``"set_aside"``: the epoch is read without it, and it is recorded
     #: with the epoch as set aside (its name and the error), left in the directory.
     unreadable: str = "stop"
+    #: Commit a digest of each epoch's rows, taken while Spark reads them (no job of
+    #: its own; it hashes every column of every row: a few per cent of reading a CSV
+    #: here), so that a replay accepts a file put back with its size and rows but a
+    #: new modification time. False: such a file is refused until it gets its old
+    #: modification time back (``touch -d``).
+    digest_rows: bool = True
     _directory: InputDirectory = field(init=False, repr=False, compare=False)
+    #: Files accepted as put back in this process: (name, size, planned mtime) -> mtime now.
+    _restored: dict[tuple[str, int, int], int] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", normalise(self.path))
@@ -109,6 +126,11 @@ class FileSource:
             raise GraphError(f"FileSource({self.path!r}): format must be one of {FORMATS}, got {self.format!r}")
         if self.files_per_epoch < 1:
             raise GraphError(f"FileSource({self.path!r}): files_per_epoch must be >= 1")
+
+    @property
+    def records_digests(self) -> bool:
+        """Whether the engine should commit a digest of each epoch's rows (see the module docstring)."""
+        return self.digest_rows
 
     def struct(self, spark: SparkSession) -> StructType:
         return spark.createDataFrame([], self.schema).schema
@@ -190,7 +212,9 @@ class FileSource:
 
     def check(self, offsets: Offsets) -> None:
         """Raise :class:`InputChangedError` unless every file of ``offsets`` is there
-        with the size and modification time it had when the epoch was planned."""
+        with the size and modification time it had when the epoch was planned - or
+        with its size and a new modification time, and the epoch's files give the
+        rows of its committed digest (read once more, in one Spark job)."""
         for name, size, mtime_ns in offsets["files"]:
             path = self._directory.location(name)
             st = self._directory.stat(name)
@@ -199,13 +223,56 @@ class FileSource:
                     f"input file {str(path)!r} was deleted after an epoch was planned to read it. "
                     f"{_REPLAY_ADVICE}"
                 )
-            if (st.size, st.modified_ns) != (size, mtime_ns):
+            if st.size != size or not self._same_file(name, size, mtime_ns, st, offsets):
                 raise InputChangedError(
                     f"input file {str(path)!r} changed after an epoch was planned to read it (size "
                     f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
-                    f"{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it "
-                    "once it is complete."
+                    f"{self._why_refused(offsets, st.size == size, path, mtime_ns)}{_REPLAY_ADVICE} Write input "
+                    "under a name starting with '.' or '_' and rename it once it is complete."
                 )
+
+    def _same_file(self, name: str, size: int, mtime_ns: int, st: FileStat, offsets: Offsets) -> bool:
+        """Whether ``name`` (now ``st``) is the file planned with ``size`` and
+        ``mtime_ns``: unchanged, or put back with the same rows (its epoch's digest)."""
+        if st.modified_ns == mtime_ns or self._restored.get((name, size, mtime_ns)) == st.modified_ns:
+            return True
+        recorded = offsets.get(DIGEST_KEY)
+        if recorded is None:
+            return False
+        digest = RowsDigest.from_json(recorded)
+        stats = {n: self._directory.stat(n) for n in digest.files}
+        if any(stat is None for stat in stats.values()):
+            return False  # another file of the digest is gone: the loop names it
+        try:
+            now = digest_of(self._read(_session(), [self._directory.location(n) for n in digest.files]), list(digest.files))
+        except Exception as exc:  # unreadable now: not the file the epoch read
+            logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(str(exc)))
+            return False
+        if now is None or not now.same_rows(digest):
+            return False
+        planned = {f[0]: (f[1], f[2]) for f in offsets["files"]}
+        for n, stat in stats.items():  # every file of the digest is the one the epoch read
+            if n in planned and stat is not None:
+                self._restored[(n, *planned[n])] = stat.modified_ns
+        logger.info(
+            "FileSource(%r): input %r was put back with a new modification time; the epoch's files give the "
+            "rows they gave when it was first read (%d rows, by its digest), so the replay reads them",
+            self.path, name, digest.rows,
+        )
+        return True
+
+    def _why_refused(self, offsets: Offsets, same_size: bool, path: str, mtime_ns: int) -> str:
+        """Why a file with a new modification time was not accepted as put back."""
+        if not same_size:
+            return ""
+        if offsets.get(DIGEST_KEY) is not None:
+            return "It has its size but its epoch's files no longer give the rows they gave (their digest differs). "
+        how = "digest_rows=False" if not self.digest_rows else "its epoch did not commit one"
+        return (
+            f"No digest of the epoch's rows was recorded ({how}) to tell whether it is the same file; if it is "
+            f"byte for byte the one the epoch read, give it back its modification time "
+            f"(touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(path)}). "
+        )
 
     def acknowledge(self, offsets: list[Offsets]) -> None:
         """Delete or archive the files of these epochs (``acknowledged``), each only
@@ -216,7 +283,7 @@ class FileSource:
         for o in offsets:
             for name, size, mtime_ns in o["files"]:
                 st = self._directory.stat(name)
-                if st is None or (st.size, st.modified_ns) != (size, mtime_ns):
+                if st is None or st.size != size or not (st.modified_ns == mtime_ns or self._restored.get((name, size, mtime_ns)) == st.modified_ns):
                     continue  # gone, or not the file that was read: leave it to the user
                 if self.archive is None:
                     self._directory.delete(name)
@@ -290,6 +357,15 @@ def _check_name(directory: str, name: str) -> None:
             "valid UTF-8, which Spark cannot read; rename it (its content is not read until then, "
             "and no later file is read before it)"
         ) from None
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def _session() -> SparkSession:
+    """The session to read input with outside an epoch's own read (a commit's check)."""
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
 def _stamp(mtime_ns: int) -> str:

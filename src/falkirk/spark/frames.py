@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 
 def empty(spark: SparkSession, schema: StructType) -> DataFrame:
@@ -20,3 +20,14 @@ def empty(spark: SparkSession, schema: StructType) -> DataFrame:
 def quote(name: str) -> str:
     """``name`` as a SQL identifier (for ``selectExpr``)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def has_map(t: DataType) -> bool:
+    """Whether type ``t`` is or holds a map (which ``xxhash64`` does not take)."""
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, StructType):
+        return any(has_map(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return has_map(t.elementType)
+    return False

@@ -220,6 +220,7 @@ class MetaStore:
                 self._db.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)", rows_ckpt)
                 # Offsets of a replayed epoch are the ones recorded the first time: same input.
                 self._db.executemany("INSERT OR IGNORE INTO source_offsets VALUES (?, ?, ?, ?)", rows_off)
+                self._add_to_offsets(batch.offsets_added)
                 self._db.executemany("INSERT OR REPLACE INTO sink_commits VALUES (?, ?, ?, ?)", rows_sink)
                 self._extend_sink_ranges([(s, e) for s, e, _ in batch.sink_commits])
                 self._db.executemany("INSERT INTO message_logs VALUES (?, ?, ?, ?, ?)", rows_logs)
@@ -245,6 +246,19 @@ class MetaStore:
         if batch.epoch is not None and not self._marked:
             self._mark_committed()
         return forgotten
+
+    def _add_to_offsets(self, added: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
+        """Add keys to committed offsets (inside a commit's transaction). A row
+        whose CRC does not match is left as it is, for the reader to report."""
+        for source, epoch, keys in added:
+            row = self._db.execute("SELECT offsets, crc FROM source_offsets WHERE source = ? AND epoch = ?", (source, epoch)).fetchone()
+            if row is None or row[0] == "null" or row_crc((source, epoch, row[0])) != row[1]:
+                continue
+            offsets = json.dumps({**json.loads(row[0]), **keys})
+            self._db.execute(
+                "UPDATE source_offsets SET offsets = ?, crc = ? WHERE source = ? AND epoch = ?",
+                (offsets, row_crc((source, epoch, offsets)), source, epoch),
+            )
 
     def _mark_committed(self) -> None:
         """Leave :data:`~falkirk.storage.evidence.COMMITTED_MARK` beside the database
