@@ -93,6 +93,15 @@ def test_late_reasons_show_timestamps(spark: SparkSession) -> None:
     out = op.step(Step(3, [spark.createDataFrame([("a", 30)], "word string, s long").select("word", F.timestamp_seconds("s").alias("ts"))]))
     (late,) = out["late"].collect()
     assert late["reason"] == "late: window [1970-01-01 00:00:00, 1970-01-01 00:01:00) had closed (watermark 1970-01-01 00:09:50)"
+    op.release(3)
+    op.step(Step(4, [rows.limit(0)], final=True))  # the input ends: every window closes
+    op.release(4)
+    out = op.step(Step(5, [rows]))
+    (late,) = out["late"].collect()
+    assert late["reason"] == (  # not the final watermark as a time (the year 294247)
+        "late: window [1970-01-01 00:10:00, 1970-01-01 00:11:00) had closed "
+        "(the input was finished (run(finish=True)), which closed every window)"
+    )
 
 
 def test_sizes_of_the_other_kind_are_refused(spark: SparkSession) -> None:

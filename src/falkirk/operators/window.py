@@ -49,6 +49,7 @@ from falkirk.operators.exceptions import OperatorInvariantError
 from falkirk.operators.keyed import KeyedOperator
 from falkirk.operators.window_frames import (
     CLS,
+    FINAL_WATERMARK,
     MIN_END,
     MIN_FP,
     UPDATED,
@@ -64,8 +65,6 @@ from falkirk.spark.state import DELETED, EPOCH, KeyedState
 META, WATERMARK, CLOSED_AT, MAX_TIME, SPEC = "_meta", "_watermark", "_closed_at", "_max_time", "_spec"
 #: The output's window bounds.
 BOUNDS = ("window_start", "window_end")
-#: The watermark of the epoch that ends the input: past every window.
-FINAL_WATERMARK = 2**63 - 1
 #: A watermark is a 64-bit integer: an event time minus a delay below this is this.
 LOWEST_WATERMARK = -(2**63)
 

@@ -51,6 +51,9 @@ TS = "_ts"
 WINDOWS, MIN_END, MIN_FP = "windows", "min_end", "min_fp"
 RETIRED_TYPE = ArrayType(StructType([StructField(START, LongType()), StructField(FP, LongType())]))
 
+#: The watermark of the epoch that ends the input: past every window.
+FINAL_WATERMARK = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -344,9 +347,11 @@ class Layout:
     def late_rows(self, assigned: DataFrame, input_columns: Sequence[str], watermark: int, text: Callable[[str], Column]) -> DataFrame:
         """Rows whose window had closed (its end at or below ``watermark``), with the
         window and a reason (times as ``text`` of a SQL expression writes them)."""
-        reason = F.format_string(
-            "late: window [%s, %s) had closed (watermark %s)", text("window_start"), text("window_end"), text(f"{watermark}L")
-        )
+        if watermark >= FINAL_WATERMARK:  # no time to print: every window closed when the input ended
+            why = F.lit("the input was finished (run(finish=True)), which closed every window")
+        else:
+            why = F.format_string("watermark %s", text(f"{watermark}L"))
+        reason = F.format_string("late: window [%s, %s) had closed (%s)", text("window_start"), text("window_end"), why)
         late = assigned.filter(F.col("window_end") <= F.lit(watermark))
         return late.select(*map(quote, input_columns), "window_start", "window_end", reason.alias("reason"))
 
