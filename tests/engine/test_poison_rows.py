@@ -15,14 +15,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+from falkirk.demo.payments import build_pipeline as build_payments
 from falkirk.execution.diagnosis import StepError
 from falkirk.execution.isolation import ErrorLimitExceeded, NonDeterministicRowsError
 from falkirk.graph import EagerCheckpoint, ErrorLimit, FullHistory, LazyCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
-from falkirk.io.exceptions import LateInputError, SourceError
+from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.ops.status import quarantine, render, status
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore, QuarantineUnit
+from falkirk.testing.halving import expected
+from falkirk.testing.payments import write_input
+from falkirk.testing.verify import differences
 
 CAST_ERROR = "[CAST_INVALID_INPUT] The value 'xx'"
 
@@ -372,3 +376,76 @@ def test_the_quarantine_table_holds_each_row_once_when_an_epoch_runs_again(spark
     table = pd.read_parquet(tmp_path / "state" / "quarantine" / "parse")
     assert table[["k", "v", "epoch"]].values.tolist() == [["x", "zz", 1]]
     assert pd.read_parquet(tmp_path / "state" / "quarantine" / "count")[["k", "v"]].values.tolist() == [["y", -3]]
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_a_bad_row_before_a_loop_is_set_aside_where_it_fails(spark: SparkSession, tmp_path: Path, interleave: bool) -> None:
+    """Review: ``parse``'s output is lazy; read first inside the loop's iteration, its
+    error surfaced there, where rows are not set aside, and the run stopped. What a
+    loop reads is computed before it, so the bad row is set aside at ``parse``."""
+    write(tmp_path / "in", {"a-1.csv": "n\n1048576\n5\n", "a-2.csv": "n\n5\nxx\n", "a-3.csv": "n\n7\n"})
+    p = Pipeline("halving")
+    numbers = p.source("numbers", FileSource(str(tmp_path / "in"), "csv", "n string", options={"header": "true"}))
+    parsed = numbers.map("parse", lambda df: df.select(F.col("n").cast("long").alias("n")))
+    loop = p.iterate("halve", max_iterations=64, on_limit="fail", interleave=interleave)
+    again = loop.feedback("again", schema="n long")
+    here = loop.enter("enter", parsed).union("here", again)
+    sums = here.map("sum", lambda df: df.agg(F.coalesce(F.sum("n"), F.lit(0)).cast("long").alias("total")))
+    kept = sums.buffer("buffer", policy=LazyCheckpoint(every=1, compact_every=4))
+    loop.connect(again, here.map("halved", lambda df: df.filter("n > 1").select(F.expr("n div 2").alias("n"))))
+    loop.leave("leave", kept).sink("out", ParquetTableSink(str(tmp_path / "out")))
+    report = Engine(p, tmp_path / "state", spark=spark, max_in_flight=3).run()
+    assert report.epochs == [1, 2, 3]
+    got = pd.read_parquet(tmp_path / "out")[["total", "epoch"]].astype("int64")
+    assert differences(got, expected([[1048576, 5], [5], [7]])) == []
+    errors = pd.read_parquet(tmp_path / "state" / "quarantine" / "parse")
+    assert errors[["n", "processor", "epoch"]].values.tolist() == [["xx", "parse", 2]]
+
+
+def test_an_epoch_whose_rows_were_set_aside_commits_the_digest_of_every_row_it_read(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: Spark completes an observation with the first query over it that ends,
+    failed or not; the failing step's query saw no row, and that digest (0 rows) was
+    committed: a byte-identical file put back was refused, and a file of its size
+    giving no rows was accepted (its rows lost)."""
+    files = {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"}
+    write(tmp_path / "in", files)
+    assert Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run().set_aside == [("parse", 2, 1)]
+    store = MetaStore(tmp_path / "state", read_only=True)
+    digests = {e: o["digest"]["rows"] for e, o in store.offsets("events").items()}
+    store.close()
+    assert digests == {1: 2, 2: 3}
+    # Nothing is checkpointed yet (every=5): a restart reads both files again.
+    second = tmp_path / "in" / "a-2.csv"
+    second.unlink()
+    second.write_text("user,ts" + "\n" * (len(files["a-2.csv"]) - len("user,ts")))  # its size, no rows
+    with pytest.raises(InputChangedError, match=r"a-2\.csv' changed .*their digest differs.*\(touch -m -d @"):
+        Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run()
+    second.write_text(files["a-2.csv"])  # put back as it was: a new modification time
+    report = Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run()
+    assert report.recovered is not None and report.set_aside == []  # the committed identities, no search
+    out = pd.read_parquet(tmp_path / "out")
+    assert sorted(map(tuple, out[["user", "n", "last", "epoch"]].values.tolist())) == [
+        ("alice", 1, 1, 1), ("alice", 2, 3, 2), ("bob", 1, 2, 1), ("carol", 1, 4, 2),
+    ]
+
+
+def test_a_clean_stop_finishes_an_epoch_in_flight_that_set_rows_aside(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: a stop asked while an epoch with a bad row was in flight discarded it
+    and ran it no more: the stop ended one epoch early, its search thrown away."""
+    write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\n", "a-3.csv": "user,ts\nbob,5\n"})
+    engine = Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark, max_in_flight=2)
+    engine.on_epoch = lambda epoch, *_: engine.stop(wait=False) if epoch == 1 else None
+    report = engine.run()
+    assert report.stopped == "stop()" and report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]
+    assert sorted(pd.read_parquet(tmp_path / "out")["epoch"].unique()) == [1, 2]
+
+
+def test_every_committed_epoch_of_the_payments_input_has_the_digest_of_all_its_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """Review (the input where it showed: epoch 3's digest counted 0 of its 200 rows,
+    taken from the failed query that found its bad rows)."""
+    write_input(tmp_path / "in", files=4, rows=200, bad_share=0.02, seed=12)
+    Engine(build_payments(str(tmp_path / "in"), str(tmp_path / "out")), tmp_path / "state", spark=spark).run(max_epochs=3)
+    store = MetaStore(tmp_path / "state", read_only=True)
+    kept = {e: o.get("digest", {}).get("rows") for e, o in store.offsets("payments").items() if o}
+    store.close()
+    assert kept and set(kept.values()) == {200}, kept

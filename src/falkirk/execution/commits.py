@@ -75,7 +75,7 @@ class Committer:
         """With loops: commit what the workers computed of ``work``'s epoch (every
         processor before the loops), which then stand at the epoch, and empty
         ``work`` for the loops' stage."""
-        self.state.digests.add_arrived(work.batch, work.epoch)
+        self.state.digests.add(work.batch, [])  # (the epoch's own: at its commit, once the loops read it)
         self.collect(self.state.ledger.commit(work.epoch, work.batch, work.ran, complete=False))
         self.state.quarantine.committed_now(work.batch.quarantine)
         for name in work.ran:  # (before the edges act: a sink publishes up to its frontier)
@@ -87,7 +87,7 @@ class Committer:
         """Commit the (rest of the) epoch ``work`` computed, collect the garbage the
         commit let go, act on the edges, and count the epoch in the run's report."""
         state, epoch = self.state, work.epoch
-        state.digests.add_arrived(work.batch, epoch, wait=DIGEST_WAIT)
+        state.digests.add(work.batch, work.digests, wait=DIGEST_WAIT)
         garbage = state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier)
         work.advance(EpochPhase.COMMITTED)
         state.quarantine.committed_now(work.batch.quarantine)

@@ -3,14 +3,21 @@
 new modification time.
 
 The digest is a Spark observation on the source's output, placed above the output's
-cache (every job reading it sees all of it) and reported by the first job that
-computes it. Spark reports observations asynchronously, just after the job: an
-epoch's commit waits briefly for its digests (they are normally there: the jobs that
-read the input are done by then), one that comes later goes into a later commit,
-and those of the run's last epochs into the commit the run ends with. A
-digest that never arrives (the run stopped first; no consumer read all of the
-output) is not recorded: a replay of that epoch then accepts its files only with
-their planned modification times.
+cache (every job reading it sees all of it). Spark completes an observation with the
+metrics of the first query over it that *ends*, whether it succeeded or failed - a
+failed query gives the rows it saw before failing (none, often). So a digest belongs
+to one run of its epoch (its :class:`~falkirk.execution.work.EpochWork`) and is
+committed only if that run computed the epoch without any failure: every query over
+its rows then succeeded. A run that failed, or was discarded (rows set aside, an
+executor lost, a stop), takes its digests with it; the epoch's next run observes
+anew.
+
+Spark reports observations asynchronously, just after the query: an epoch's commit
+waits briefly for its digests (they are normally there: the queries that read the
+input are done by then); one that comes later goes into a later commit, and those of
+the run's last epochs into the commit the run ends with. A digest that never comes
+(no consumer read all of the output) is not recorded: a replay of that epoch then
+accepts its files only with their planned modification times.
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ from falkirk.graph import Processor
 from falkirk.io.digests import DIGEST_KEY, arrived, observe
 from falkirk.storage import CommitBatch
 
-#: Epochs after which a digest Spark never reported is given up (no consumer
+#: Commits after which a digest Spark never reported is given up (no consumer
 #: computed all of the source's output).
 GIVE_UP_AFTER = 16
 
 
 @dataclass(frozen=True)
-class _Pending:
+class PendingDigest:
+    """A digest observed in one run of an epoch, not reported yet."""
+
     source: str
     epoch: int
     files: list[str]
@@ -40,55 +49,61 @@ class _Pending:
 
 
 class InputDigests:
-    """The digests of a run's epochs, from observation to commit (see the module docstring)."""
+    """The digests of a run's committed epochs on their way to a commit (see the
+    module docstring); an epoch's own are in its ``EpochWork.digests`` until it commits."""
 
     def __init__(self) -> None:
-        self._pending: list[_Pending] = []
+        #: Digests of committed epochs that Spark had not reported by their commit.
+        self._late: list[tuple[PendingDigest, int]] = []
         #: Sources whose digest once came after its epoch's commit: not waited for again.
-        self._late: set[str] = set()
+        self._slow: set[str] = set()
         self._lock = threading.Lock()
 
-    def observe(self, p: Processor, df: DataFrame, epoch: int, offsets: dict[str, Any] | None) -> DataFrame:
+    @staticmethod
+    def observe(p: Processor, df: DataFrame, epoch: int, offsets: dict[str, Any] | None, pending: list[PendingDigest]) -> DataFrame:
         """``df``, source ``p``'s output of ``epoch`` read from ``offsets`` (the files it
-        read), with its digest observed if the source records digests and the epoch
-        has none yet."""
+        read), with its digest observed - added to ``pending``, the epoch run's - if the
+        source records digests and the epoch has none yet."""
         reader = p.spec.reader  # type: ignore[attr-defined]
         if not getattr(reader, "records_digests", False) or not offsets or not offsets.get("files") or DIGEST_KEY in offsets:
             return df
         observed, observation = observe(df, f"{p.name} e{epoch} digest")
-        with self._lock:
-            self._pending.append(_Pending(p.name, epoch, [f[0] for f in offsets["files"]], observation))
+        pending.append(PendingDigest(p.name, epoch, [f[0] for f in offsets["files"]], observation))
         return observed
 
-    def add_arrived(self, batch: CommitBatch, epoch: int, wait: float = 0.0) -> None:
-        """Put every digest Spark has reported into ``batch``, a commit of ``epoch``,
-        waiting up to ``wait`` seconds for those of epochs up to ``epoch`` (Spark
-        reports them just after the jobs that read the input, which are done by the
-        commit). A source whose digest does not come in time is not waited for again
-        in this run (its output is computed later or in part); digests of epochs
-        long committed that never came are given up."""
+    def add(self, batch: CommitBatch, committing: list[PendingDigest], wait: float = 0.0) -> None:
+        """Put into ``batch`` the digests of the epoch run it commits (``committing``:
+        computed without a failure), waiting up to ``wait`` seconds for them, and those
+        of earlier commits that have come since."""
         deadline = time.monotonic() + wait
         with self._lock:
+            self._late = [(d, age + 1) for d, age in self._late if age < GIVE_UP_AFTER]
+            waiting = [*(d for d, _ in self._late), *committing]
             while True:
-                waiting = []
-                for d in self._pending:
-                    digest = arrived(d.observation, d.files)
-                    if digest is not None:
-                        batch.offsets_added.append((d.source, d.epoch, {DIGEST_KEY: digest.to_json()}))
-                    elif d.epoch > epoch - GIVE_UP_AFTER:
-                        waiting.append(d)
-                self._pending = waiting
-                due = [d for d in waiting if d.epoch <= epoch and d.source not in self._late]
+                waiting = [d for d in waiting if not self._added(batch, d)]
+                due = [d for d in waiting if d in committing and d.source not in self._slow]
                 if not due or time.monotonic() >= deadline:
                     break
                 time.sleep(0.005)
-            self._late |= {d.source for d in due}
+            self._slow |= {d.source for d in due}
+            ages = {id(d): age for d, age in self._late}
+            self._late = [(d, ages.get(id(d), 0)) for d in waiting]
 
     def last(self, wait: float) -> CommitBatch | None:
         """A batch of the digests still to come, waiting up to ``wait`` seconds for
         them (the run ends); None when there are none."""
         batch = CommitBatch()
-        self._late.clear()
-        self.add_arrived(batch, epoch=1 << 62, wait=wait)
-        self._pending = []
+        with self._lock:
+            late, self._late, self._slow = [d for d, _ in self._late], [], set()
+        self.add(batch, late, wait)
+        with self._lock:
+            self._late = []
         return batch if batch.offsets_added else None
+
+    @staticmethod
+    def _added(batch: CommitBatch, d: PendingDigest) -> bool:
+        digest = arrived(d.observation, d.files)
+        if digest is None:
+            return False
+        batch.offsets_added.append((d.source, d.epoch, {DIGEST_KEY: digest.to_json()}))
+        return True

@@ -45,7 +45,7 @@ from falkirk.execution.run_state import RunState
 from falkirk.execution.setting_aside import SetAside
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
-from falkirk.graph.errors import ERRORS_PORT
+from falkirk.graph.errors import ERRORS_PORT, OnError
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
 from falkirk.spark.errors import as_storage_error, is_executor_loss
@@ -96,6 +96,8 @@ class EpochRunner:
         #: main thread runs (:mod:`falkirk.execution.loop_stage`).
         later = after_loops(state.pipeline)
         self.ahead = [p for p in state.order if p.name not in later]
+        #: Outputs a loop or region reads that are computed in the worker: see :func:`sets_aside_before_loops`.
+        self.computed_here = sets_aside_before_loops(state.pipeline, self.ahead)
         #: What it does with rows and files a step cannot process (setting_aside.py).
         self.aside = SetAside(state, self.ahead, self._write_later, self._lock)
 
@@ -296,9 +298,12 @@ class EpochRunner:
         logged = p.policy.logs_outputs and bool(consumers)
         if len(consumers) > 1 or logged:
             df = self.keep(work, df)
+        if (p.name, port) in self.computed_here and p.region is None:
+            df = self.keep(work, df)
+            df.count()  # a bad row fails here, where it can be set aside, not in the loop's iteration
         if p.spec.source and port == "out":  # above the cache, like the counts below
             offsets = state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
-            df = state.digests.observe(p, df, work.epoch, offsets)
+            df = state.digests.observe(p, df, work.epoch, offsets, work.digests)
         # Sources are counted from their offsets; loop processors' rows are not
         # counted (an observation per iteration would need a count per tick).
         # The errors output is not counted (its rows are counted as they are set aside).
@@ -404,6 +409,27 @@ def _check_merged_in_order(p: Processor, operator: object, epoch: int, waited: l
             "before an earlier one. Call step.wait_previous() before touching the state, or declare "
             "the spec selective if its state is partitioned by time"
         )
+
+
+def sets_aside_before_loops(pipeline: Pipeline, ahead: list[Processor]) -> set[tuple[str, str]]:
+    """The outputs of processors before the loops and regions (``ahead``) that a loop
+    or region reads, when a processor at or above them sets rows aside: computed in
+    the epoch's worker (kept, then read by the loop), so that a bad row fails there,
+    where the engine can find it and run the epoch again without it, rather than in
+    a loop's iteration, where it cannot."""
+    names = {p.name for p in ahead}
+    above: dict[str, set[str]] = {}
+    for p in ahead:  # graph order: every input before its receiver
+        above[p.name] = {p.name}.union(*(above.get(i.src, set()) for i in p.inputs))
+    sets_aside = {p.name for p in ahead if pipeline.on_error_of(p) is OnError.DEAD_LETTER}
+    return {
+        (p.name, port)
+        for p in ahead
+        for port in p.ports
+        if port != ERRORS_PORT
+        and above[p.name] & sets_aside
+        and any(q.name not in names for q in pipeline.consumers(p.name, port))
+    }
 
 
 def whole_tick(p: Processor, epoch: int) -> Tick:

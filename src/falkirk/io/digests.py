@@ -14,10 +14,11 @@ and the replay goes on; different, it stops.
 What it guarantees: a restored file is accepted only if the epoch's files give the
 same rows as when the epoch was first read, up to a 64-bit hash collision of row
 sums. It does not prove the bytes equal (a CSV whose rows parse the same is the same
-input to the pipeline). A digest is committed once Spark has reported it, with the
-epoch's commit or a later one; an epoch whose digest was never reported (its run
-stopped first, or a consumer read only part of it) has none, and its restored files
-are refused as before, with the advice to give them back their modification time.
+input to the pipeline). A digest is committed with its epoch (or a later commit,
+when Spark reports it late), and only from a run of the epoch that computed without
+a failure (:mod:`falkirk.execution.digesting`); an epoch without one (not committed,
+or a consumer read only part of its rows) has its restored files refused as before,
+with the advice to give them back their modification time.
 """
 
 from __future__ import annotations

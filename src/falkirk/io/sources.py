@@ -244,7 +244,7 @@ class FileSource:
         if any(stat is None for stat in stats.values()):
             return False  # another file of the digest is gone: the loop names it
         try:
-            now = digest_of(self._read(_session(), [self._directory.location(n) for n in digest.files]), list(digest.files))
+            now = digest_of(self._read_files(_session(), list(digest.files)), list(digest.files))
         except Exception as exc:  # unreadable now: not the file the epoch read
             logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(str(exc)))
             return False
@@ -266,7 +266,11 @@ class FileSource:
         if not same_size:
             return ""
         if offsets.get(DIGEST_KEY) is not None:
-            return "It has its size but its epoch's files no longer give the rows they gave (their digest differs). "
+            return (
+                "It has its size but its epoch's files no longer give the rows they gave (their digest differs): put "
+                f"back the file the epoch read, with its modification time (touch -m -d @{mtime_ns // 10**9}."
+                f"{mtime_ns % 10**9:09d} {shlex.quote(path)}). "
+            )
         how = "digest_rows=False" if not self.digest_rows else "its epoch did not commit one"
         return (
             f"No digest of the epoch's rows was recorded ({how}) to tell whether it is the same file; if it is "
@@ -314,7 +318,11 @@ class FileSource:
         self.check(offsets)
         if not offsets["files"]:  # an epoch that only set late files aside
             return spark.createDataFrame([], self.schema)
-        paths = [self._directory.location(name) for name, _, _ in offsets["files"]]
+        return self._read_files(spark, [name for name, _, _ in offsets["files"]])
+
+    def _read_files(self, spark: SparkSession, names: list[str]) -> DataFrame:
+        """The rows of the files ``names``, each read once, literally."""
+        paths = [self._directory.location(name) for name in names]
         # Paths are literal. Spark 4.0.1 with globbing off still repeats a path list
         # once per path that looks like a pattern, so those are read one at a time.
         plain = [p for p in paths if not GLOB_CHARACTERS & set(p)]

@@ -417,6 +417,9 @@ class Engine:
         state, runner, max_epochs = run.state, run.runner, schedule.max_epochs
         epoch = min(state.frontier.values()) + 1
         planned = 0
+        #: The last epoch planned: one discarded and run again (rows set aside, an
+        #: executor lost) is still finished by a clean stop, as in flight when asked.
+        highest = epoch - 1
         inflight: deque[tuple[EpochWork, Future[None]]] = deque()
         idle_since: float | None = None
         while True:
@@ -425,7 +428,7 @@ class Engine:
             while (
                 len(inflight) < self.max_in_flight
                 and not self._failed
-                and not self._stop.asked  # a clean stop: the epochs in flight finish, no new one starts
+                and (not self._stop.asked or epoch <= highest)  # a clean stop: the epochs in flight finish, no new one starts
                 and (max_epochs is None or planned < max_epochs)
             ):
                 offsets = state.ledger.plan(epoch, finish=schedule.finish)
@@ -433,6 +436,7 @@ class Engine:
                     break
                 work = runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))
                 inflight.append((work, pool.submit(runner.compute, work)))
+                highest = max(highest, epoch)
                 epoch += 1
                 planned += 1
             if not inflight:
