@@ -378,8 +378,7 @@ def test_the_quarantine_table_holds_each_row_once_when_an_epoch_runs_again(spark
     assert pd.read_parquet(tmp_path / "state" / "quarantine" / "count")[["k", "v"]].values.tolist() == [["y", -3]]
 
 
-@pytest.mark.parametrize("interleave", [True, False])
-def test_a_bad_row_before_a_loop_is_set_aside_where_it_fails(spark: SparkSession, tmp_path: Path, interleave: bool) -> None:
+def test_a_bad_row_before_a_loop_is_set_aside_where_it_fails(spark: SparkSession, tmp_path: Path) -> None:
     """Review: ``parse``'s output is lazy; read first inside the loop's iteration, its
     error surfaced there, where rows are not set aside, and the run stopped. What a
     loop reads is computed before it, so the bad row is set aside at ``parse``."""
@@ -387,7 +386,7 @@ def test_a_bad_row_before_a_loop_is_set_aside_where_it_fails(spark: SparkSession
     p = Pipeline("halving")
     numbers = p.source("numbers", FileSource(str(tmp_path / "in"), "csv", "n string", options={"header": "true"}))
     parsed = numbers.map("parse", lambda df: df.select(F.col("n").cast("long").alias("n")))
-    loop = p.iterate("halve", max_iterations=64, on_limit="fail", interleave=interleave)
+    loop = p.iterate("halve", max_iterations=64, on_limit="fail", interleave=True)  # (epochs 2 and 3 enter while 1 iterates)
     again = loop.feedback("again", schema="n long")
     here = loop.enter("enter", parsed).union("here", again)
     sums = here.map("sum", lambda df: df.agg(F.coalesce(F.sum("n"), F.lit(0)).cast("long").alias("total")))

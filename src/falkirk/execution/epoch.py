@@ -301,7 +301,9 @@ class EpochRunner:
         if (p.name, port) in self.computed_here and p.region is None:
             df = self.keep(work, df)
             df.count()  # a bad row fails here, where it can be set aside, not in the loop's iteration
-        if p.spec.source and port == "out":  # above the cache, like the counts below
+        # Observed above the cache, like the counts below; only when a consumer runs
+        # the epoch (one that holds it already never reads the rows: no report would come).
+        if p.spec.source and port == "out" and any(work.epoch > state.restored[q.name] for q in consumers):
             offsets = state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
             df = state.digests.observe(p, df, work.epoch, offsets, work.digests)
         # Sources are counted from their offsets; loop processors' rows are not
