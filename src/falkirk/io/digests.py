@@ -23,6 +23,7 @@ with the advice to give them back their modification time.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ from falkirk.spark.frames import has_map
 
 #: The key of an epoch's offsets that holds its digest (:meth:`RowsDigest.to_json`).
 DIGEST_KEY = "digest"
+#: Numbers making each observation's name unique in the process.
+_NAMES = itertools.count(1)
 _LOW = 0xFFFFFFFF
 
 
@@ -78,8 +81,11 @@ def _aggregates(df: DataFrame) -> list[Column]:
 
 
 def observe(df: DataFrame, label: str) -> tuple[DataFrame, Observation]:
-    """``df`` with its digest observed by the first job that computes all of it."""
-    observation = Observation(label)
+    """``df`` with its digest observed by the first job that computes all of it. The
+    observation's name is unique: Spark hands a query's metrics to the observation
+    registered under the name, and a query of an earlier run of the same epoch (a
+    failed one) must not complete this one."""
+    observation = Observation(f"{label} {next(_NAMES)}")
     return df.observe(observation, *_aggregates(df)), observation
 
 
