@@ -5,7 +5,10 @@ and what a replay over input files put back costs, side by side in one Spark ses
 
 W2 (count, sum and max per key over CSV files, ``LazyCheckpoint(every=4)``, every
 changed key per epoch to Parquet), run to the end of the input with and without the
-digest, interleaved in every round. Then the restart cost: a run stopped after
+digest, interleaved in every round; and the same with a fan-out: a map whose output two
+branches read (kept), the second writing every hundredth row - where the digest costs
+one job more per epoch, which fills the kept output alone so that the digest counts
+every row (:mod:`falkirk.execution.digesting`). Then the restart cost: a run stopped after
 ``--batches - 1`` epochs (its checkpoint 2 epochs behind) restarts and finishes,
 once with its input as it was and once with every input file deleted and written
 anew (new modification times: each replayed epoch reads its files once more to
@@ -46,6 +49,16 @@ def pipeline(input: Path, out: Path, digest_rows: bool) -> Pipeline:
     return p
 
 
+def fan_out(input: Path, out: Path, digest_rows: bool) -> Pipeline:
+    p = Pipeline("w2-fan-out")
+    typed = p.source("events", FileSource(str(input), "csv", SCHEMA, digest_rows=digest_rows)).map(
+        "typed", lambda df: df.withColumn("value", F.col("value") + F.lit(0))
+    )
+    typed.aggregate("per_key", "key", AGGREGATES, policy=LazyCheckpoint(every=4)).sink("out", ParquetTableSink(str(out)))
+    typed.map("hundredth", lambda df: df.filter(F.col("value") % 100 == 0)).sink("sample", ParquetTableSink(str(out.parent / "sample")))
+    return p
+
+
 def check(spark: SparkSession, input: Path, out: Path) -> None:
     """The last row of each key in the output equals one batch job's aggregate."""
     batch = spark.read.schema(SCHEMA).csv(str(input)).groupBy("key").agg(
@@ -55,6 +68,11 @@ def check(spark: SparkSession, input: Path, out: Path) -> None:
     latest = rows.groupBy("key").agg(F.max("epoch").alias("epoch")).join(rows, ["key", "epoch"]).drop("epoch")
     differ = latest.exceptAll(batch).count() + batch.exceptAll(latest).count()
     assert differ == 0, f"{differ} rows differ from the batch job"
+    sample = out.parent / "sample"
+    if sample.exists():  # the fan-out's second branch
+        want = spark.read.schema(SCHEMA).csv(str(input)).filter(F.col("value") % 100 == 0)
+        got = spark.read.parquet(str(sample)).select("key", "value")
+        assert got.exceptAll(want).count() + want.exceptAll(got).count() == 0, "the sample differs from the batch job"
 
 
 def put_back(input: Path) -> None:
@@ -84,12 +102,13 @@ def main() -> None:
         times.setdefault(label, []).append(time.perf_counter() - started)
 
     for round_no in range(args.runs):
-        for digest_rows in (True, False):
-            work = scratch / f"run-{digest_rows}"
-            shutil.rmtree(work, ignore_errors=True)
-            label = "whole run, digest" if digest_rows else "whole run, no digest"
-            timed(label, Engine(pipeline(input, work / "out", digest_rows), work / "state", spark=spark))
-            check(spark, input, work / "out")
+        for shape, build in (("", pipeline), ("fan-out ", fan_out)):
+            for digest_rows in (True, False):
+                work = scratch / f"run-{digest_rows}"
+                shutil.rmtree(work, ignore_errors=True)
+                label = f"{shape}whole run, {'digest' if digest_rows else 'no digest'}"
+                timed(label, Engine(build(input, work / "out", digest_rows), work / "state", spark=spark))
+                check(spark, input, work / "out")
         for restored in (False, True):
             work = scratch / f"restart-{restored}"
             shutil.rmtree(work, ignore_errors=True)
@@ -101,11 +120,12 @@ def main() -> None:
             check(spark, input, work / "out")
         print(f"round {round_no + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
     rows = [{"configuration": k, "median_seconds": round(statistics.median(v), 3), "runs": len(v)} for k, v in times.items()]
-    rows.append({
-        "configuration": "digest cost, share of a whole run",
-        "median_seconds": round(statistics.median(times["whole run, digest"]) / statistics.median(times["whole run, no digest"]) - 1, 4),
-        "runs": args.runs,
-    })
+    for shape in ("", "fan-out "):
+        rows.append({
+            "configuration": f"{shape}digest cost, share of a whole run",
+            "median_seconds": round(statistics.median(times[f"{shape}whole run, digest"]) / statistics.median(times[f"{shape}whole run, no digest"]) - 1, 4),
+            "runs": args.runs,
+        })
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["configuration", "median_seconds", "runs"])

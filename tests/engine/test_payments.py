@@ -100,6 +100,7 @@ def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: 
         "sink.publish:7",  # a publish of a later epoch (three sinks publish per commit)
     ]
     kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
+    assert put_back_committed_input(state, given) >= 2  # again, once more epochs committed
     rng = random.Random(7)
     kill_at_a_random_moment(start_example("payments.py", args), rng.uniform(8, 16), visible)
     assert finish(start_example("payments.py", args)) == 0

@@ -37,6 +37,7 @@ from falkirk.control.ledger import Offsets
 from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
+from falkirk.execution.digesting import sources_above
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.isolation import (
     transient,
@@ -98,6 +99,8 @@ class EpochRunner:
         self.ahead = [p for p in state.order if p.name not in later]
         #: Outputs a loop or region reads that are computed in the worker: see :func:`sets_aside_before_loops`.
         self.computed_here = sets_aside_before_loops(state.pipeline, self.ahead)
+        #: The sources above each processor (whose digests its kept outputs may hold).
+        self.sources_above = sources_above(state.order)
         #: What it does with rows and files a step cannot process (setting_aside.py).
         self.aside = SetAside(state, self.ahead, self._write_later, self._lock)
 
@@ -296,11 +299,15 @@ class EpochRunner:
         # A port nobody reads (an optional one left unconnected) is neither kept
         # nor logged: no recovery would re-send it, so its log would never go.
         logged = p.policy.logs_outputs and bool(consumers)
-        if len(consumers) > 1 or logged:
+        computed_here = (p.name, port) in self.computed_here and p.region is None
+        if not p.spec.source:  # a limit below a digest of the input: the digest may count part of the rows
+            state.digests.read_partly(df, work.digests, self.sources_above[p.name])
+        if len(consumers) > 1 or logged or computed_here:
             df = self.keep(work, df)
-        if (p.name, port) in self.computed_here and p.region is None:
-            df = self.keep(work, df)
-            df.count()  # a bad row fails here, where it can be set aside, not in the loop's iteration
+            # Computed now, alone: a digest of the input below it counts every row
+            # (digesting), and a bad row (computed_here) fails here, where it can be set
+            # aside, not in a loop's iteration.
+            state.digests.fill_alone(df, work.digests, self.sources_above[p.name], always=computed_here)
         # Observed above the cache, like the counts below; only when a consumer runs
         # the epoch (one that holds it already never reads the rows: no report would come).
         if p.spec.source and port == "out" and any(work.epoch > state.restored[q.name] for q in consumers):

@@ -89,11 +89,16 @@ def observe(df: DataFrame, label: str) -> tuple[DataFrame, Observation]:
     return df.observe(observation, *_aggregates(df)), observation
 
 
+def reported(observation: Observation) -> bool:
+    """Whether Spark has reported ``observation``'s metrics; never waits."""
+    jo = observation._jo
+    return jo is not None and bool(jo.future().isCompleted())
+
+
 def arrived(observation: Observation, files: list[str]) -> RowsDigest | None:
     """The digest ``observation`` saw of the rows of ``files``, or None if Spark has
     not reported it (yet) or it overflowed; never waits."""
-    jo = observation._jo
-    if jo is None or not jo.future().isCompleted():
+    if not reported(observation):
         return None
     return _digest(files, observation.get)
 

@@ -98,6 +98,8 @@ class FileSource:
     _directory: InputDirectory = field(init=False, repr=False, compare=False)
     #: Files accepted as put back in this process: (name, size, planned mtime) -> mtime now.
     _restored: dict[tuple[str, int, int], int] = field(init=False, repr=False, compare=False, default_factory=dict)
+    #: The digest each file put back was last compared by (its epoch's files read now; None: unreadable).
+    _compared: dict[str, RowsDigest | None] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", normalise(self.path))
@@ -227,7 +229,7 @@ class FileSource:
                 raise InputChangedError(
                     f"input file {str(path)!r} changed after an epoch was planned to read it (size "
                     f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
-                    f"{self._why_refused(offsets, st.size == size, path, mtime_ns)}{_REPLAY_ADVICE} Write input "
+                    f"{self._why_refused(offsets, name, st.size == size, str(path), mtime_ns)}{_REPLAY_ADVICE} Write input "
                     "under a name starting with '.' or '_' and rename it once it is complete."
                 )
 
@@ -246,8 +248,10 @@ class FileSource:
         try:
             now = digest_of(self._read_files(_session(), list(digest.files)), list(digest.files))
         except Exception as exc:  # unreadable now: not the file the epoch read
+            self._compared[name] = None
             logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(str(exc)))
             return False
+        self._compared[name] = now
         if now is None or not now.same_rows(digest):
             return False
         planned = {f[0]: (f[1], f[2]) for f in offsets["files"]}
@@ -261,13 +265,19 @@ class FileSource:
         )
         return True
 
-    def _why_refused(self, offsets: Offsets, same_size: bool, path: str, mtime_ns: int) -> str:
+    def _why_refused(self, offsets: Offsets, name: str, same_size: bool, path: str, mtime_ns: int) -> str:
         """Why a file with a new modification time was not accepted as put back."""
         if not same_size:
             return ""
-        if offsets.get(DIGEST_KEY) is not None:
+        recorded = offsets.get(DIGEST_KEY)
+        if recorded is not None:
+            then, now = RowsDigest.from_json(recorded), self._compared.get(name)
+            rows = (
+                f"{then.rows} rows either way, with other values" if now is not None and now.rows == then.rows
+                else f"the epoch read {then.rows} rows from them, they now give {now.rows if now is not None else 'none that could be read'}"
+            )
             return (
-                "It has its size but its epoch's files no longer give the rows they gave (their digest differs): put "
+                f"It has its size but its epoch's files no longer give the rows they gave (their digest differs: {rows}): put "
                 f"back the file the epoch read, with its modification time (touch -m -d @{mtime_ns // 10**9}."
                 f"{mtime_ns % 10**9:09d} {shlex.quote(path)}). "
             )
