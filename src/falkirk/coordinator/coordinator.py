@@ -39,14 +39,14 @@ from falkirk.control import garbage
 from falkirk.control.barriers import BarrierClock
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.coordinator import rollback
-from falkirk.coordinator.losses import first_line, give_up_after, prepare_rollback
+from falkirk.coordinator.losses import give_up_after, prepare_rollback
 from falkirk.execution.epoch import EpochRunner
 from falkirk.execution.isolation import ErrorLimitExceeded, NonDeterministicRowsError, PoisonRows
 from falkirk.execution.observer import Observer
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
-from falkirk.spark.errors import as_storage_error, is_executor_loss
+from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
 from falkirk.storage.full import no_space
 
 logger = logging.getLogger(__name__)

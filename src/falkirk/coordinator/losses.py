@@ -16,6 +16,7 @@ from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochPhase, EpochWork
 from falkirk.graph import GraphError, Processor
 from falkirk.spark.blocks import cached_partitions, free, lost_blocks
+from falkirk.spark.errors import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +126,3 @@ def _lost_state(state: RunState, spark: SparkSession, p: Processor, cached: dict
     except Exception:  # e.g. a state load in the background failed: restore it
         return True
     return held is None or lost_blocks(spark, held, cached)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (its type's name if it has none), for a log."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

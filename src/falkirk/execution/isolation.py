@@ -43,7 +43,7 @@ from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
 from falkirk.graph.errors import ErrorLimit
 from falkirk.operators import Step
-from falkirk.spark.errors import DataError, as_storage_error, is_executor_loss
+from falkirk.spark.errors import DataError, as_storage_error, first_line, is_executor_loss
 from falkirk.storage import QuarantineRecord, QuarantineUnit
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick
@@ -276,20 +276,6 @@ def unreadable_files(state: RunState, source: Processor, epoch: int, offsets: di
     logger.warning("source %r cannot read %d file(s) of epoch %d (%s); setting them aside", source.name, len(reasons), epoch, next(iter(reasons.values())))
     return PoisonRows(QuarantineRecord(source.name, epoch, QuarantineUnit.FILE, reasons), len(files))
 
-
-#: The exception a failed Spark task raised, in a Py4J error's text.
-_TASK_FAILURE = re.compile(r"most recent failure: Lost task [^:]*\): ([^\n]+)")
-_CAUSED_BY = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
-
-
-def first_line(exc: BaseException) -> str:
-    """What ``exc`` says, in one line: the innermost cause a Java error names (the
-    failed task's exception), else its own first line."""
-    text = str(exc)
-    causes = _CAUSED_BY.findall(text) or _TASK_FAILURE.findall(text)
-    if causes:
-        return str(causes[-1]).strip()[:500]
-    return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 #: Python exceptions that say a service or the network failed, not the data.

@@ -21,7 +21,6 @@ from falkirk.execution.diagnosis import failing_above
 from falkirk.execution.isolation import (
     CannotIsolate,
     InputFails,
-    first_line,
     isolate,
     unreadable_files,
 )
@@ -31,6 +30,7 @@ from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
 from falkirk.graph.errors import ERRORS_PORT, OnError
 from falkirk.io.exceptions import SourceError
+from falkirk.spark.errors import first_line
 from falkirk.spark.files import write_parquet
 from falkirk.spark.frames import empty
 from falkirk.storage import CommitBatch, QuarantineRecord, QuarantineUnit

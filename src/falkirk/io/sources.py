@@ -44,6 +44,7 @@ from falkirk.graph.exceptions import GraphError
 from falkirk.io.digests import DIGEST_KEY, RowsDigest, digest_of
 from falkirk.io.directories import FileStat, InputDirectory, input_directory, normalise
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
+from falkirk.spark.errors import first_line
 from falkirk.storage.filesystem import is_uri
 
 FORMATS = ("csv", "json", "parquet", "text")
@@ -249,7 +250,7 @@ class FileSource:
             now = digest_of(self._read_files(_session(), list(digest.files)), list(digest.files))
         except Exception as exc:  # unreadable now: not the file the epoch read
             self._compared[name] = None
-            logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(str(exc)))
+            logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(exc))
             return False
         self._compared[name] = now
         if now is None or not now.same_rows(digest):
@@ -375,10 +376,6 @@ def _check_name(directory: str, name: str) -> None:
             "valid UTF-8, which Spark cannot read; rename it (its content is not read until then, "
             "and no later file is read before it)"
         ) from None
-
-
-def first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def _session() -> SparkSession:

@@ -70,3 +70,19 @@ def is_executor_loss(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+#: The exception a failed Spark task raised, in a Py4J error's text.
+_TASK_FAILURE = re.compile(r"most recent failure: Lost task [^:]*\): ([^\n]+)")
+_CAUSED_BY = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
+
+
+def first_line(exc: BaseException | str) -> str:
+    """What ``exc`` (an error, or its message) says, in one line, for a log or a
+    message: the innermost cause a Java error names (the failed task's exception),
+    else its own first line (its type's name if it has none)."""
+    text = str(exc)
+    causes = _CAUSED_BY.findall(text) or _TASK_FAILURE.findall(text)
+    if causes:
+        return str(causes[-1]).strip()[:500]
+    return (text.strip().splitlines() or ["" if isinstance(exc, str) else type(exc).__name__])[0][:500]
