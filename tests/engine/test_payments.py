@@ -93,7 +93,7 @@ def test_killed_at_each_isolation_and_commit_point_and_at_random_moments(files: 
     kill_at_each(lambda point: start_example("payments.py", args, point), points, visible)
     # Finding 6: the input files of every committed epoch deleted and put back (a
     # restore from a backup: new modification times); the restarts replay the epochs
-    # after the checkpoints from them, comparing their rows with the committed digests.
+    # after the checkpoints from them, comparing their bytes with the committed hashes.
     assert put_back_committed_input(state, given) == 1
     points = [
         "recovery.restored:1",  # checkpoints restored, nothing replayed yet

@@ -6,6 +6,7 @@ output and the rows set aside are compared with plain Python."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +48,11 @@ def readme_pipeline(work: Path, **options: object) -> Pipeline:
         .sink("out", ParquetTableSink(str(work / "out")))
     )
     return p
+
+
+def sha256_of(path: Path) -> str:
+    """The hash a file source commits for a file, computed independently (plain Python)."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write(directory: Path, files: dict[str, str]) -> None:
@@ -401,23 +407,23 @@ def test_a_bad_row_before_a_loop_is_set_aside_where_it_fails(spark: SparkSession
     assert errors[["n", "processor", "epoch"]].values.tolist() == [["xx", "parse", 2]]
 
 
-def test_an_epoch_whose_rows_were_set_aside_commits_the_digest_of_every_row_it_read(spark: SparkSession, tmp_path: Path) -> None:
-    """Review: Spark completes an observation with the first query over it that ends,
-    failed or not; the failing step's query saw no row, and that digest (0 rows) was
-    committed: a byte-identical file put back was refused, and a file of its size
-    giving no rows was accepted (its rows lost)."""
+def test_an_epoch_whose_rows_were_set_aside_commits_the_hash_of_its_file(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: the row digest (a Spark observation) was completed by the first query
+    that ended, failed or not; the failing step's query saw no row, and that digest (0
+    rows) was committed: a byte-identical file put back was refused, and a file of its
+    size giving no rows was accepted (its rows lost). The hash is of the file's bytes."""
     files = {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"}
     write(tmp_path / "in", files)
     assert Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run().set_aside == [("parse", 2, 1)]
     store = MetaStore(tmp_path / "state", read_only=True)
-    digests = {e: o["digest"]["rows"] for e, o in store.offsets("events").items()}
+    hashes = {e: o["content"] for e, o in store.offsets("events").items()}
     store.close()
-    assert digests == {1: 2, 2: 3}
+    assert hashes == {e: {f"a-{e}.csv": sha256_of(tmp_path / "in" / f"a-{e}.csv")} for e in (1, 2)}
     # Nothing is checkpointed yet (every=5): a restart reads both files again.
     second = tmp_path / "in" / "a-2.csv"
     second.unlink()
     second.write_text("user,ts" + "\n" * (len(files["a-2.csv"]) - len("user,ts")))  # its size, no rows
-    with pytest.raises(InputChangedError, match=r"a-2\.csv' changed .*their digest differs: the epoch read 3 rows from them, they now give 0\).*\(touch -m -d @"):
+    with pytest.raises(InputChangedError, match=r"a-2\.csv' changed .*its bytes differ from the file the epoch read.*\(touch -m -d @"):
         Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run()
     second.write_text(files["a-2.csv"])  # put back as it was: a new modification time
     report = Engine(readme_pipeline(tmp_path), tmp_path / "state", spark=spark).run()
@@ -439,12 +445,13 @@ def test_a_clean_stop_finishes_an_epoch_in_flight_that_set_rows_aside(spark: Spa
     assert sorted(pd.read_parquet(tmp_path / "out")["epoch"].unique()) == [1, 2]
 
 
-def test_every_committed_epoch_of_the_payments_input_has_the_digest_of_all_its_rows(spark: SparkSession, tmp_path: Path) -> None:
-    """Review (the input where it showed: epoch 3's digest counted 0 of its 200 rows,
-    taken from the failed query that found its bad rows)."""
+def test_every_committed_epoch_of_the_payments_input_has_the_hash_of_its_file(spark: SparkSession, tmp_path: Path) -> None:
+    """Review (the input where the row digest failed: epoch 3's counted 0 of its 200
+    rows, taken from the failed query that found its bad rows)."""
     write_input(tmp_path / "in", files=4, rows=200, bad_share=0.02, seed=12)
     Engine(build_payments(str(tmp_path / "in"), str(tmp_path / "out")), tmp_path / "state", spark=spark).run(max_epochs=3)
     store = MetaStore(tmp_path / "state", read_only=True)
-    kept = {e: o.get("digest", {}).get("rows") for e, o in store.offsets("payments").items() if o}
+    offsets = {e: o for e, o in store.offsets("payments").items() if o}
     store.close()
-    assert kept and set(kept.values()) == {200}, kept
+    kept = {e: o.get("content") for e, o in offsets.items()}
+    assert kept and kept == {e: {f[0]: sha256_of(tmp_path / "in" / f[0]) for f in o["files"]} for e, o in offsets.items()}, kept

@@ -4,16 +4,15 @@ data-loss review)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from falkirk.graph import LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
@@ -113,10 +112,10 @@ def test_odd_names_are_read_literally_each_exactly_once(spark: SparkSession, tmp
     assert got == want
 
 
-def _counting(tmp_path: Path) -> Pipeline:
+def _counting(tmp_path: Path, files_per_epoch: int = 1, every: int = 2) -> Pipeline:
     p = Pipeline("counts")
-    src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string"))
-    src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
+    src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", files_per_epoch=files_per_epoch))
+    src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=every)).sink("out", ParquetTableSink(str(tmp_path / "out")))
     return p
 
 
@@ -164,6 +163,11 @@ def _offsets_of(state: Path, epoch: int) -> dict[str, object]:
         store.close()
 
 
+def _sha256(path: Path) -> str:
+    """The hash a source commits for a file, computed independently (plain Python)."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _put_back(path: Path, content: bytes) -> None:
     """``content`` written anew at ``path`` (a copy from a backup: a new modification time)."""
     before = path.stat().st_mtime_ns if path.exists() else None
@@ -177,8 +181,7 @@ def test_a_file_put_back_with_a_new_modification_time_is_read_by_the_replay(spar
     for i in range(1, 5):
         write(tmp_path / "in", f"e{i}.json", "x", f"y{i}", "x")
     Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
-    digest = _offsets_of(tmp_path / "state", 3)["digest"]  # the run's last epoch: recorded as it ended
-    assert digest == {**digest, "files": ["e3.json"], "rows": 3}
+    assert _offsets_of(tmp_path / "state", 3)["content"] == {"e3.json": _sha256(tmp_path / "in" / "e3.json")}
     original = (tmp_path / "in" / "e3.json").read_bytes()
     _put_back(tmp_path / "in" / "e3.json", original)  # the checkpoint is at 2: the restart reads e3.json again
     report = Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
@@ -198,13 +201,10 @@ def test_files_put_back_with_pattern_characters_in_their_names_are_compared_as_r
         write(tmp_path / "in", name, "x", f"y{i}")
 
     def build() -> Pipeline:
-        p = Pipeline("counts")
-        src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", files_per_epoch=2))
-        src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=5)).sink("out", ParquetTableSink(str(tmp_path / "out")))
-        return p
+        return _counting(tmp_path, files_per_epoch=2, every=5)
 
     Engine(build(), tmp_path / "state", spark=spark).run()
-    assert _offsets_of(tmp_path / "state", 1)["digest"]["rows"] == 4  # type: ignore[index]
+    assert _offsets_of(tmp_path / "state", 1)["content"] == {name: _sha256(tmp_path / "in" / name) for name in names[:2]}
     for name in names:  # nothing is checkpointed: a restart reads every file again
         _put_back(tmp_path / "in" / name, (tmp_path / "in" / name).read_bytes())
     Engine(build(), tmp_path / "state", spark=spark).run()
@@ -214,57 +214,52 @@ def test_files_put_back_with_pattern_characters_in_their_names_are_compared_as_r
     ]
 
 
-def test_a_kept_output_two_jobs_read_at_once_gives_the_digest_of_every_row(spark: SparkSession, tmp_path: Path) -> None:
-    """Review: Spark takes an observation below a cache from the cache's plan, which
-    holds only the partitions whose tasks have finished. A log write still in a
-    partition's task (a slow function after the cache) and a sink reading the cache
-    meanwhile: the sink ended first and committed the digest of the other partition
-    only (150 of 250 rows); a file put back was refused."""
-    write(tmp_path / "in", "a-1.json", *(["slow"] + ["a"] * 99))  # two files: two partitions
-    write(tmp_path / "in", "a-2.json", *(["b"] * 150))
-
-    @F.udf("string")
-    def slowly(name: str) -> str:
-        if name == "slow":
-            time.sleep(3)  # after the cache's partition is filled, inside its task
-        return name
-
-    def later(df: DataFrame) -> DataFrame:
-        time.sleep(1)  # the sink's job starts once the log write's tasks filled the cache
-        return df
-
-    p = Pipeline("race")
-    src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", files_per_epoch=2))
-    kept = src.map("upper", lambda df: df.withColumn("upper", F.upper("name")))  # two consumers: kept
-    logged = kept.map("slowly", lambda df: df.withColumn("name", slowly("name")), policy=LogOutputs())
-    kept.map("later", later).sink("b", ParquetTableSink(str(tmp_path / "b")))
-    logged.sink("a", ParquetTableSink(str(tmp_path / "a")))
-    Engine(p, tmp_path / "state", spark=spark).run()
-    assert _offsets_of(tmp_path / "state", 1)["digest"]["rows"] == 250  # type: ignore[index]
-    assert len(pd.read_parquet(tmp_path / "a")) == len(pd.read_parquet(tmp_path / "b")) == 250
-
-
-def test_a_limit_below_the_source_records_no_digest_of_part_of_the_rows(spark: SparkSession, tmp_path: Path) -> None:
-    """Review: a processor that limits its rows made the query that reported the digest
-    stop early: 10 of the file's 1000 rows committed as its digest, and the file put back
-    was refused as changed. Such a digest is not committed: the refusal says there is
-    none, and how to give the file back its modification time."""
-    write(tmp_path / "in", "e1.json", *(f"n{i}" for i in range(1000)))
-    write(tmp_path / "in", "e2.json", "x")
+def test_a_put_back_file_is_judged_by_its_bytes_whatever_the_pipeline_read_of_it(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: the row digest was a Spark observation, reported by the first query that
+    ended: a processor function's ``isEmpty()`` (or a limit, a loop, a cache two jobs
+    filled at once) made it count part of the rows, and a changed file of its size
+    giving that part was accepted - the other rows lost. The hash is of the file's bytes."""
+    names = ["x"] + [f"y{i}" for i in range(9)]
+    write(tmp_path / "in", "e1.json", *names)
+    write(tmp_path / "in", "e2.json", "z")
 
     def build() -> Pipeline:
-        p = Pipeline("few")
+        p = Pipeline("peek")
         src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string"))
-        src.map("few", lambda df: df.limit(10)).aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=5)).sink(
-            "out", ParquetTableSink(str(tmp_path / "out"))
-        )
+        peeked = src.map("peek", lambda df: df.filter("false") if df.isEmpty() else df)  # an action reading one row
+        peeked.map("top", lambda df: df.orderBy("name").limit(5)).sink("top_out", ParquetTableSink(str(tmp_path / "top")))
+        peeked.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=100)).sink("out", ParquetTableSink(str(tmp_path / "out")))
         return p
 
     Engine(build(), tmp_path / "state", spark=spark).run(max_epochs=1)
-    assert "digest" not in _offsets_of(tmp_path / "state", 1)
     path = tmp_path / "in" / "e1.json"
-    _put_back(path, path.read_bytes())
-    with pytest.raises(InputChangedError, match=r"No digest .*\(its epoch did not commit one\).*\(touch -m -d @"):
+    assert _offsets_of(tmp_path / "state", 1)["content"] == {"e1.json": _sha256(path)}
+    original = path.read_bytes()
+    first = original.split(b"\n")[0] + b"\n"
+    for changed in (first + b"\n" * (len(original) - len(first)), b"\0" * len(original)):  # its first row only; zeros
+        _put_back(path, changed)
+        with pytest.raises(InputChangedError, match=r"e1\.json' changed .*its bytes differ from the file the epoch read"):
+            Engine(build(), tmp_path / "state", spark=spark).run()
+    _put_back(path, original)  # nothing is checkpointed (every=100): the restart reads it again
+    Engine(build(), tmp_path / "state", spark=spark).run()
+    out = pd.read_parquet(tmp_path / "out")
+    assert sorted(map(tuple, out[["name", "n"]].values.tolist())) == sorted([(n, 1) for n in names] + [("z", 1)])
+    assert sorted(pd.read_parquet(tmp_path / "top")["name"]) == sorted([*sorted(names)[:5], "z"])
+
+
+def test_a_deleted_file_is_named_when_another_of_its_epoch_was_put_back(spark: SparkSession, tmp_path: Path) -> None:
+    """Review: the row digest covered an epoch's files together, so the file put back
+    byte for byte was named as changed when it was another of the epoch that was gone."""
+    for name in ("a.json", "b.json"):
+        write(tmp_path / "in", name, "x", name)
+
+    def build() -> Pipeline:
+        return _counting(tmp_path, files_per_epoch=2, every=5)
+
+    Engine(build(), tmp_path / "state", spark=spark).run()
+    _put_back(tmp_path / "in" / "a.json", (tmp_path / "in" / "a.json").read_bytes())
+    (tmp_path / "in" / "b.json").unlink()
+    with pytest.raises(InputChangedError, match=r"b\.json' was deleted"):
         Engine(build(), tmp_path / "state", spark=spark).run()
 
 
@@ -274,26 +269,26 @@ def test_a_file_put_back_with_other_rows_of_its_size_is_refused(spark: SparkSess
     Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)
     original = (tmp_path / "in" / "e3.json").read_bytes()
     _put_back(tmp_path / "in" / "e3.json", original.replace(b"y3", b"y9"))
-    with pytest.raises(InputChangedError, match=r"e3\.json' changed .* no longer give the rows they gave \(their digest differs: 2 rows either way, with other values\)"):
+    with pytest.raises(InputChangedError, match=r"e3\.json' changed .* its bytes differ from the file the epoch read \(another SHA-256\)"):
         Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
     assert sorted(pd.read_parquet(tmp_path / "out")["epoch"].unique()) == [1, 2, 3]  # nothing of the other rows
 
 
-def test_without_digests_a_file_put_back_is_refused_with_how_to_restore_its_time(spark: SparkSession, tmp_path: Path) -> None:
+def test_without_hashes_a_file_put_back_is_refused_with_how_to_restore_its_time(spark: SparkSession, tmp_path: Path) -> None:
     def build() -> Pipeline:
         p = Pipeline("counts")
-        src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", digest_rows=False))
+        src = p.source("src", FileSource(str(tmp_path / "in"), "json", "name string", hash_content=False))
         src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
         return p
 
     for i in range(1, 5):
         write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
     Engine(build(), tmp_path / "state", spark=spark).run(max_epochs=3)
-    assert "digest" not in _offsets_of(tmp_path / "state", 3)
+    assert "content" not in _offsets_of(tmp_path / "state", 3)
     path = tmp_path / "in" / "e3.json"
     planned = path.stat().st_mtime_ns
     _put_back(path, path.read_bytes())
-    with pytest.raises(InputChangedError, match=r"No digest .* \(digest_rows=False\).*\(touch -m -d @") as raised:
+    with pytest.raises(InputChangedError, match=r"No hash of its bytes was recorded \(hash_content=False\).*\(touch -m -d @") as raised:
         Engine(build(), tmp_path / "state", spark=spark).run()
     command = str(raised.value).split("(touch ", 1)[1].split(")", 1)[0]
     subprocess.run(["touch", *command.split()], check=True)  # the advice, followed

@@ -199,13 +199,8 @@ class Ledger:
         self._forgotten(undone)
         return files
 
-    def add_to_offsets(self, batch: CommitBatch) -> None:
-        """Commit ``batch``'s keys added to committed offsets (digests that arrived
-        after the last commit), alone."""
-        self.store.commit(batch)
-        self._added(batch)
-
     def _added(self, batch: CommitBatch) -> None:
+        """``batch``'s keys added to committed offsets, in the offsets kept here."""
         for s, epoch, keys in batch.offsets_added:
             offsets = self.offsets.get(s, {}).get(epoch)
             if offsets is not None:

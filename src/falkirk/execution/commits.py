@@ -31,9 +31,6 @@ from falkirk.execution.work import EpochPhase, EpochWork
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick
 
-#: Seconds an epoch's commit waits for Spark to report the digests of its input rows.
-DIGEST_WAIT = 2.0
-
 
 class Part(Enum):
     """A part of an epoch committed on its own, with the crash points around its commit."""
@@ -75,7 +72,6 @@ class Committer:
         """With loops: commit what the workers computed of ``work``'s epoch (every
         processor before the loops), which then stand at the epoch, and empty
         ``work`` for the loops' stage."""
-        self.state.digests.add(work.batch, [])  # (the epoch's own: at its commit, once the loops read it)
         self.collect(self.state.ledger.commit(work.epoch, work.batch, work.ran, complete=False))
         self.state.quarantine.committed_now(work.batch.quarantine)
         for name in work.ran:  # (before the edges act: a sink publishes up to its frontier)
@@ -87,7 +83,6 @@ class Committer:
         """Commit the (rest of the) epoch ``work`` computed, collect the garbage the
         commit let go, act on the edges, and count the epoch in the run's report."""
         state, epoch = self.state, work.epoch
-        state.digests.add(work.batch, work.digests, wait=DIGEST_WAIT)
         garbage = state.ledger.commit(epoch, work.batch, work.ran, barrier=work.barrier)
         work.advance(EpochPhase.COMMITTED)
         state.quarantine.committed_now(work.batch.quarantine)
@@ -107,13 +102,6 @@ class Committer:
         report.last_records = work.counts.records
         self.observer.committed(state, work)
         work.advance(EpochPhase.FINISHED)
-
-    def last_digests(self, wait: float) -> None:
-        """Commit the digests of input rows Spark reports after the last commit,
-        waiting up to ``wait`` seconds for them (the run ends)."""
-        batch = self.state.digests.last(wait)
-        if batch is not None:
-            self.state.ledger.add_to_offsets(batch)
 
     def final_barrier(self) -> None:
         """With global checkpoints and nothing in flight: a barrier after the last

@@ -21,6 +21,7 @@ Nothing here touches the metadata store: the engine commits (in epoch order).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +38,6 @@ from falkirk.control.ledger import Offsets
 from falkirk.exceptions import FalkirkError
 from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.diagnosis import cause_of, culprit_of, diagnose
-from falkirk.execution.digesting import sources_above
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.execution.isolation import (
     transient,
@@ -47,14 +47,17 @@ from falkirk.execution.setting_aside import SetAside
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline, Processor
 from falkirk.graph.errors import ERRORS_PORT, OnError
+from falkirk.io.content_hashes import CONTENT_KEY
 from falkirk.operators import Step
 from falkirk.spark.blocks import free
-from falkirk.spark.errors import as_storage_error, is_executor_loss
+from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
 from falkirk.spark.files import write_parquet
 from falkirk.spark.materialise import materialise, replicated
 from falkirk.storage import CommitBatch
 from falkirk.storage.full import no_space
 from falkirk.time.ticks import Tick
+
+logger = logging.getLogger(__name__)
 
 
 class EpochAborted(GraphError):
@@ -99,8 +102,6 @@ class EpochRunner:
         self.ahead = [p for p in state.order if p.name not in later]
         #: Outputs a loop or region reads that are computed in the worker: see :func:`sets_aside_before_loops`.
         self.computed_here = sets_aside_before_loops(state.pipeline, self.ahead)
-        #: The sources above each processor (whose digests its kept outputs may hold).
-        self.sources_above = sources_above(state.order)
         #: What it does with rows and files a step cannot process (setting_aside.py).
         self.aside = SetAside(state, self.ahead, self._write_later, self._lock)
 
@@ -235,6 +236,7 @@ class EpochRunner:
                 self._write_later(work, f"{key} {tick.label}", self._write_log, outputs[(p.name, port)], key, tick, work.batch)
         if p.spec.source:
             self.aside.record_files(p, work)
+            self._hash_content(p, work)
         emitted = operator.emit(step)
         if emitted is not None:
             crash_point(CrashPoint.SINK_WRITTEN)
@@ -299,20 +301,11 @@ class EpochRunner:
         # A port nobody reads (an optional one left unconnected) is neither kept
         # nor logged: no recovery would re-send it, so its log would never go.
         logged = p.policy.logs_outputs and bool(consumers)
-        computed_here = (p.name, port) in self.computed_here and p.region is None
-        if not p.spec.source:  # a limit below a digest of the input: the digest may count part of the rows
-            state.digests.read_partly(df, work.digests, self.sources_above[p.name])
-        if len(consumers) > 1 or logged or computed_here:
+        if len(consumers) > 1 or logged:
             df = self.keep(work, df)
-            # Computed now, alone: a digest of the input below it counts every row
-            # (digesting), and a bad row (computed_here) fails here, where it can be set
-            # aside, not in a loop's iteration.
-            state.digests.fill_alone(df, work.digests, self.sources_above[p.name], always=computed_here)
-        # Observed above the cache, like the counts below; only when a consumer runs
-        # the epoch (one that holds it already never reads the rows: no report would come).
-        if p.spec.source and port == "out" and any(work.epoch > state.restored[q.name] for q in consumers):
-            offsets = state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
-            df = state.digests.observe(p, df, work.epoch, offsets, work.digests)
+        if (p.name, port) in self.computed_here and p.region is None:
+            df = self.keep(work, df)
+            df.count()  # a bad row fails here, where it can be set aside, not in the loop's iteration
         # Sources are counted from their offsets; loop processors' rows are not
         # counted (an observation per iteration would need a count per tick).
         # The errors output is not counted (its rows are counted as they are set aside).
@@ -385,6 +378,25 @@ class EpochRunner:
             write(*args)
 
         work.writes.append(self.writers.submit(labelled))
+
+    def _hash_content(self, p: Processor, work: EpochWork) -> None:
+        """The hashes of the files source ``p`` read for the epoch, taken in the
+        background and committed with it, if its reader keeps them and the epoch has
+        none yet (:mod:`falkirk.io.content_hashes`)."""
+        reader = p.spec.reader  # type: ignore[attr-defined]
+        offsets = self.state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
+        if getattr(reader, "hashes_content", False) and offsets and offsets.get("files") and CONTENT_KEY not in offsets:
+            files = offsets["files"]
+            self._write_later(work, f"{p.name}/hash {work.epoch}", self._hash_files, p, work.epoch, files, work.batch)
+
+    def _hash_files(self, p: Processor, epoch: int, files: list[list[Any]], batch: CommitBatch) -> None:
+        try:
+            hashes = p.spec.reader.content_hashes(self.state.spark, files)  # type: ignore[attr-defined]
+        except Exception as exc:  # the epoch's own read says what is wrong with a file; a put-back one is refused
+            logger.warning("source %r: the files of epoch %d could not be hashed (%s); one put back will be refused", p.name, epoch, first_line(exc))
+            return
+        if hashes:
+            batch.offsets_added.append((p.name, epoch, {CONTENT_KEY: hashes}))
 
     def _write_log(self, df: DataFrame, key: str, tick: Tick, batch: CommitBatch) -> None:
         files = write_parquet(df, self.state.area("logs", key), tick.label, self.state.fs)

@@ -21,7 +21,6 @@ from pyspark.sql.types import StructType
 from falkirk.control import garbage
 from falkirk.control.domains import input_log_key
 from falkirk.control.ledger import Ledger
-from falkirk.execution.digesting import InputDigests
 from falkirk.execution.quarantine import Quarantines
 from falkirk.execution.report import RunReport
 from falkirk.graph import Pipeline, Processor
@@ -60,8 +59,6 @@ class RunState:
     telemetry: Telemetry | None = None
     #: The rows processors set aside, committed and found in this run.
     quarantine: Quarantines = field(default_factory=lambda: Quarantines({}))
-    #: Digests of the rows epochs read from file sources, on their way to a commit.
-    digests: InputDigests = field(default_factory=InputDigests)
     _verified: set[str] = field(default_factory=set)
     _laid_out: set[str] = field(default_factory=set)  # log directories whose columns were checked
 

@@ -20,7 +20,6 @@ from enum import Enum
 from pyspark.sql import DataFrame, Observation
 
 from falkirk.control.ledger import Offsets
-from falkirk.execution.digesting import PendingDigest
 from falkirk.execution.exceptions import EpochInvariantError
 from falkirk.graph import Pipeline
 from falkirk.storage import CommitBatch, StoredFile
@@ -150,9 +149,6 @@ class EpochWork:
     #: What each processor with an ``errors`` output read, without the rows it set
     #: aside (where a search for more bad rows starts: :mod:`falkirk.execution.isolation`).
     inputs_used: dict[str, list[DataFrame]] = field(default_factory=dict)
-    #: Digests of the rows this run of the epoch read from file sources, committed
-    #: with it if it computes without a failure (:mod:`falkirk.execution.digesting`).
-    digests: list[PendingDigest] = field(default_factory=list)
 
     def absorb(self, part: EpochWork) -> None:
         """Take in ``part``, the work of one time inside this epoch (an iteration of a

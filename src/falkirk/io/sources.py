@@ -21,10 +21,10 @@ Spark cannot read stops the run with the reader's error, or with
 ``unreadable="set_aside"`` is left out of its epoch and recorded the same way.
 
 A file put back after a deletion (from a backup, a copy) has its size but a new
-modification time. With ``digest_rows`` (the default) the engine commits a digest of
-each epoch's rows, observed while Spark reads them (:mod:`falkirk.io.digests`), and a
-replay that meets such a file reads the epoch's files once more to compare: the same
-rows, and the replay goes on; other rows, and it stops.
+modification time. With ``hash_content`` (the default) the engine commits the SHA-256
+of each file an epoch read, taken by a Spark job while the epoch runs
+(:mod:`falkirk.io.content_hashes`), and a replay that meets such a file hashes it once
+more: the same bytes, and the replay goes on; other bytes, and it stops.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.io.digests import DIGEST_KEY, RowsDigest, digest_of
+from falkirk.io.content_hashes import CONTENT_KEY, MAX_HASHED_BYTES, content_hashes
 from falkirk.io.directories import FileStat, InputDirectory, input_directory, normalise
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.spark.errors import first_line
@@ -67,7 +67,7 @@ class FileSource:
 
     Guarantees: every file is read by exactly one epoch, and a replayed epoch reads
     exactly the files it read the first time, unchanged (same size and modification
-    time, or - a file put back - same size and the same rows by the epoch's digest),
+    time, or - a file put back - same size and the same bytes by its committed hash),
     or stops with an :class:`~falkirk.io.exceptions.InputChangedError` naming the file."""
 
     path: str
@@ -90,17 +90,15 @@ class FileSource:
     #: default), or ``"set_aside"``: the epoch is read without it, and it is recorded
     #: with the epoch as set aside (its name and the error), left in the directory.
     unreadable: str = "stop"
-    #: Commit a digest of each epoch's rows, taken while Spark reads them (no job of
-    #: its own; it hashes every column of every row: a few per cent of reading a CSV
-    #: here), so that a replay accepts a file put back with its size and rows but a
-    #: new modification time. False: such a file is refused until it gets its old
-    #: modification time back (``touch -d``).
-    digest_rows: bool = True
+    #: Commit the SHA-256 of each file an epoch read, taken by one Spark job in the
+    #: background while the epoch runs (:mod:`falkirk.io.content_hashes`), so that a
+    #: replay accepts a file put back byte for byte with a new modification time.
+    #: False: such a file is refused until it gets its old modification time back
+    #: (``touch -m -d``, which the error prints).
+    hash_content: bool = True
     _directory: InputDirectory = field(init=False, repr=False, compare=False)
     #: Files accepted as put back in this process: (name, size, planned mtime) -> mtime now.
     _restored: dict[tuple[str, int, int], int] = field(init=False, repr=False, compare=False, default_factory=dict)
-    #: The digest each file put back was last compared by (its epoch's files read now; None: unreadable).
-    _compared: dict[str, RowsDigest | None] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", normalise(self.path))
@@ -131,9 +129,19 @@ class FileSource:
             raise GraphError(f"FileSource({self.path!r}): files_per_epoch must be >= 1")
 
     @property
-    def records_digests(self) -> bool:
-        """Whether the engine should commit a digest of each epoch's rows (see the module docstring)."""
-        return self.digest_rows
+    def hashes_content(self) -> bool:
+        """Whether the engine should commit the hash of each file an epoch reads (see the module docstring)."""
+        return self.hash_content
+
+    def content_hashes(self, spark: SparkSession, files: list[list[Any]]) -> dict[str, str]:
+        """The SHA-256 of each of ``files`` ([name, size, mtime] as planned) not over
+        :data:`~falkirk.io.content_hashes.MAX_HASHED_BYTES`, by name, in one Spark job
+        reading them as bytes (none when there is no such file)."""
+        names = [f[0] for f in files if f[1] <= MAX_HASHED_BYTES]
+        if not names:
+            return {}
+        frames = [spark.read.format("binaryFile").option("__globPaths__", "false").load(group) for group in self._literal_groups(names)]
+        return content_hashes(frames, names)
 
     def struct(self, spark: SparkSession) -> StructType:
         return spark.createDataFrame([], self.schema).schema
@@ -216,77 +224,62 @@ class FileSource:
     def check(self, offsets: Offsets) -> None:
         """Raise :class:`InputChangedError` unless every file of ``offsets`` is there
         with the size and modification time it had when the epoch was planned - or
-        with its size and a new modification time, and the epoch's files give the
-        rows of its committed digest (read once more, in one Spark job)."""
+        with its size, a new modification time and the bytes of its committed hash
+        (hashed once more: one Spark job for the epoch's files put back)."""
+        put_back: list[tuple[str, int, int, FileStat]] = []
         for name, size, mtime_ns in offsets["files"]:
-            path = self._directory.location(name)
             st = self._directory.stat(name)
             if st is None:
                 raise InputChangedError(
-                    f"input file {str(path)!r} was deleted after an epoch was planned to read it. "
+                    f"input file {str(self._directory.location(name))!r} was deleted after an epoch was planned to read it. "
                     f"{_REPLAY_ADVICE}"
                 )
-            if st.size != size or not self._same_file(name, size, mtime_ns, st, offsets):
-                raise InputChangedError(
-                    f"input file {str(path)!r} changed after an epoch was planned to read it (size "
-                    f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
-                    f"{self._why_refused(offsets, name, st.size == size, str(path), mtime_ns)}{_REPLAY_ADVICE} Write input "
-                    "under a name starting with '.' or '_' and rename it once it is complete."
+            if st.size != size:
+                raise self._changed(name, size, mtime_ns, st, "")
+            if st.modified_ns != mtime_ns and self._restored.get((name, size, mtime_ns)) != st.modified_ns:
+                put_back.append((name, size, mtime_ns, st))
+        if not put_back:
+            return
+        recorded: dict[str, str] = offsets.get(CONTENT_KEY) or {}
+        now: dict[str, str] = {}
+        hashed = [[name, size, mtime_ns] for name, size, mtime_ns, _ in put_back if name in recorded]
+        if hashed:
+            try:
+                now = self.content_hashes(_session(), hashed)
+            except Exception as exc:  # unreadable now: not the file the epoch read
+                logger.warning("FileSource(%r): input put back could not be read to hash it: %s", self.path, first_line(exc))
+        for name, size, mtime_ns, st in put_back:
+            if name in recorded and now.get(name) == recorded[name]:
+                self._restored[(name, size, mtime_ns)] = st.modified_ns
+                logger.info(
+                    "FileSource(%r): input %r was put back with a new modification time, byte for byte the file "
+                    "the epoch read (its SHA-256 is the one committed), so the replay reads it", self.path, name,
                 )
+                continue
+            raise self._changed(name, size, mtime_ns, st, self._why_refused(name, size, mtime_ns, recorded, now))
 
-    def _same_file(self, name: str, size: int, mtime_ns: int, st: FileStat, offsets: Offsets) -> bool:
-        """Whether ``name`` (now ``st``) is the file planned with ``size`` and
-        ``mtime_ns``: unchanged, or put back with the same rows (its epoch's digest)."""
-        if st.modified_ns == mtime_ns or self._restored.get((name, size, mtime_ns)) == st.modified_ns:
-            return True
-        recorded = offsets.get(DIGEST_KEY)
-        if recorded is None:
-            return False
-        digest = RowsDigest.from_json(recorded)
-        stats = {n: self._directory.stat(n) for n in digest.files}
-        if any(stat is None for stat in stats.values()):
-            return False  # another file of the digest is gone: the loop names it
-        try:
-            now = digest_of(self._read_files(_session(), list(digest.files)), list(digest.files))
-        except Exception as exc:  # unreadable now: not the file the epoch read
-            self._compared[name] = None
-            logger.warning("FileSource(%r): the epoch's files could not be read to compare their rows: %s", self.path, first_line(exc))
-            return False
-        self._compared[name] = now
-        if now is None or not now.same_rows(digest):
-            return False
-        planned = {f[0]: (f[1], f[2]) for f in offsets["files"]}
-        for n, stat in stats.items():  # every file of the digest is the one the epoch read
-            if n in planned and stat is not None:
-                self._restored[(n, *planned[n])] = stat.modified_ns
-        logger.info(
-            "FileSource(%r): input %r was put back with a new modification time; the epoch's files give the "
-            "rows they gave when it was first read (%d rows, by its digest), so the replay reads them",
-            self.path, name, digest.rows,
+    def _changed(self, name: str, size: int, mtime_ns: int, st: FileStat, why: str) -> InputChangedError:
+        return InputChangedError(
+            f"input file {str(self._directory.location(name))!r} changed after an epoch was planned to read it (size "
+            f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
+            f"{why}{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it once it is complete."
         )
-        return True
 
-    def _why_refused(self, offsets: Offsets, name: str, same_size: bool, path: str, mtime_ns: int) -> str:
-        """Why a file with a new modification time was not accepted as put back."""
-        if not same_size:
-            return ""
-        recorded = offsets.get(DIGEST_KEY)
-        if recorded is not None:
-            then, now = RowsDigest.from_json(recorded), self._compared.get(name)
-            rows = (
-                f"{then.rows} rows either way, with other values" if now is not None and now.rows == then.rows
-                else f"the epoch read {then.rows} rows from them, they now give {now.rows if now is not None else 'none that could be read'}"
-            )
-            return (
-                f"It has its size but its epoch's files no longer give the rows they gave (their digest differs: {rows}): put "
-                f"back the file the epoch read, with its modification time (touch -m -d @{mtime_ns // 10**9}."
-                f"{mtime_ns % 10**9:09d} {shlex.quote(path)}). "
-            )
-        how = "digest_rows=False" if not self.digest_rows else "its epoch did not commit one"
+    def _why_refused(self, name: str, size: int, mtime_ns: int, recorded: dict[str, str], now: dict[str, str]) -> str:
+        """Why a file with its size and a new modification time was not accepted as put back."""
+        touch = f"touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(str(self._directory.location(name)))}"
+        if name in recorded:
+            how = "its bytes differ from the file the epoch read (another SHA-256)" if name in now else "it could not be read to hash it"
+            return f"It has its size but {how}: put back the file the epoch read, with its modification time ({touch}). "
+        if not self.hash_content:
+            why = "hash_content=False"
+        elif size > MAX_HASHED_BYTES:
+            why = f"it is over {MAX_HASHED_BYTES >> 30} GiB"
+        else:
+            why = "its epoch did not commit one"
         return (
-            f"No digest of the epoch's rows was recorded ({how}) to tell whether it is the same file; if it is "
-            f"byte for byte the one the epoch read, give it back its modification time "
-            f"(touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(path)}). "
+            f"No hash of its bytes was recorded ({why}) to tell whether it is the same file; if it is byte for "
+            f"byte the one the epoch read, give it back its modification time ({touch}). "
         )
 
     def acknowledge(self, offsets: list[Offsets]) -> None:
@@ -333,16 +326,19 @@ class FileSource:
 
     def _read_files(self, spark: SparkSession, names: list[str]) -> DataFrame:
         """The rows of the files ``names``, each read once, literally."""
-        paths = [self._directory.location(name) for name in names]
-        # Paths are literal. Spark 4.0.1 with globbing off still repeats a path list
-        # once per path that looks like a pattern, so those are read one at a time.
-        plain = [p for p in paths if not GLOB_CHARACTERS & set(p)]
-        patterned = [p for p in paths if GLOB_CHARACTERS & set(p)]
-        frames = [self._read(spark, group) for group in ([plain] if plain else []) + [[p] for p in patterned]]
+        frames = [self._read(spark, group) for group in self._literal_groups(names)]
         out = frames[0]
         for frame in frames[1:]:
             out = out.unionByName(frame)
         return out
+
+    def _literal_groups(self, names: list[str]) -> list[list[str]]:
+        """The paths of ``names`` in groups a reader with globbing off reads literally.
+        Spark 4.0.1 with globbing off still repeats a path list once per path that looks
+        like a pattern, so those are read one at a time."""
+        paths = [self._directory.location(name) for name in names]
+        plain = [p for p in paths if not GLOB_CHARACTERS & set(p)]
+        return ([plain] if plain else []) + [[p] for p in paths if GLOB_CHARACTERS & set(p)]
 
     def _read(self, spark: SparkSession, paths: list[str]) -> DataFrame:
         reader = spark.read.schema(self.schema).options(**self.options).option("__globPaths__", "false")

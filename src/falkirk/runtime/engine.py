@@ -390,7 +390,6 @@ class Engine:
                 self._loop(run, pool, schedule)
             except StepError as exc:  # the details stay with the root: falkirk inspect ROOT failure
                 raise recorded_failure(store, exc, self.root) from exc.__cause__
-            committer.last_digests(wait=2.0)
             committer.collect(state.ledger.flush())
             self.observer.count(wait=2.0)  # counts Spark reports after the last commit
         finally:

@@ -107,8 +107,8 @@ class CommitBatch:
     #: had nothing new for the epoch.
     offsets: list[tuple[str, int, Any]] = field(default_factory=list)
     #: (source, epoch, keys): keys added to offsets committed before, such as the
-    #: digest of the rows the epoch read (:mod:`falkirk.io.digests`); nothing for
-    #: offsets forgotten meanwhile.
+    #: hashes of the files the epoch read (:mod:`falkirk.io.content_hashes`); nothing
+    #: for offsets forgotten meanwhile.
     offsets_added: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     sink_commits: list[tuple[str, int, Sequence[StoredFile]]] = field(default_factory=list)
     #: (edge, tick, files) of logged messages (the sender's tick: an epoch, or

@@ -1,19 +1,18 @@
-"""What the digest of each epoch's input rows costs (``FileSource(digest_rows=...)``),
-and what a replay over input files put back costs, side by side in one Spark session.
+"""What the hash of each input file costs (``FileSource(hash_content=...)``), and what
+a replay over input files put back costs, side by side in one Spark session.
 
-    .venv/bin/python bench/digests.py --batches 8 --rows 250000 --runs 3
+    .venv/bin/python bench/content_hashes.py --batches 8 --rows 250000 --runs 3
 
 W2 (count, sum and max per key over CSV files, ``LazyCheckpoint(every=4)``, every
 changed key per epoch to Parquet), run to the end of the input with and without the
-digest, interleaved in every round; and the same with a fan-out: a map whose output two
-branches read (kept), the second writing every hundredth row - where the digest costs
-one job more per epoch, which fills the kept output alone so that the digest counts
-every row (:mod:`falkirk.execution.digesting`). Then the restart cost: a run stopped after
-``--batches - 1`` epochs (its checkpoint 2 epochs behind) restarts and finishes,
-once with its input as it was and once with every input file deleted and written
-anew (new modification times: each replayed epoch reads its files once more to
-compare digests). Every run's result is checked against one plain Spark batch job
-over the same files. Results in ``bench/results/digests.csv``.
+hashes (one ``binaryFile`` Spark job per epoch in the background), interleaved in every
+round; and the same with a fan-out (a map whose output two branches read, the second
+writing every hundredth row). Then the restart cost: a run stopped after
+``--batches - 1`` epochs (its checkpoint 2 epochs behind) restarts and finishes, once
+with its input as it was and once with every input file deleted and written anew (new
+modification times: each replayed epoch hashes its files once more). Every run's
+result is checked against one plain Spark batch job over the same files. Results in
+``bench/results/content_hashes.csv``.
 """
 
 from __future__ import annotations
@@ -34,24 +33,24 @@ from falkirk.io import FileSource, ParquetTableSink, keyed_generator
 from falkirk.runtime import Engine
 from falkirk.spark import spark_session
 
-RESULTS = Path(__file__).resolve().parent / "results" / "digests.csv"
+RESULTS = Path(__file__).resolve().parent / "results" / "content_hashes.csv"
 SCHEMA = "key long, value long"
 AGGREGATES = {"count": ("count", None), "sum": ("sum", "value"), "max": ("max", "value")}
 
 
-def pipeline(input: Path, out: Path, digest_rows: bool) -> Pipeline:
+def pipeline(input: Path, out: Path, hashed: bool) -> Pipeline:
     p = Pipeline("w2")
     (
-        p.source("events", FileSource(str(input), "csv", SCHEMA, digest_rows=digest_rows))
+        p.source("events", FileSource(str(input), "csv", SCHEMA, hash_content=hashed))
         .aggregate("per_key", "key", AGGREGATES, policy=LazyCheckpoint(every=4))
         .sink("out", ParquetTableSink(str(out)))
     )
     return p
 
 
-def fan_out(input: Path, out: Path, digest_rows: bool) -> Pipeline:
+def fan_out(input: Path, out: Path, hashed: bool) -> Pipeline:
     p = Pipeline("w2-fan-out")
-    typed = p.source("events", FileSource(str(input), "csv", SCHEMA, digest_rows=digest_rows)).map(
+    typed = p.source("events", FileSource(str(input), "csv", SCHEMA, hash_content=hashed)).map(
         "typed", lambda df: df.withColumn("value", F.col("value") + F.lit(0))
     )
     typed.aggregate("per_key", "key", AGGREGATES, policy=LazyCheckpoint(every=4)).sink("out", ParquetTableSink(str(out)))
@@ -91,7 +90,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     spark = spark_session("local[2]")
-    scratch = Path(tempfile.mkdtemp(prefix="falkirk-digests-"))
+    scratch = Path(tempfile.mkdtemp(prefix="falkirk-hashes-"))
     input = scratch / "in"
     keyed_generator(batches=args.batches, rows_per_batch=args.rows, keys=args.keys, seed=2).write_files(spark, str(input), format="csv", header=False)
     times: dict[str, list[float]] = {}
@@ -103,11 +102,11 @@ def main() -> None:
 
     for round_no in range(args.runs):
         for shape, build in (("", pipeline), ("fan-out ", fan_out)):
-            for digest_rows in (True, False):
-                work = scratch / f"run-{digest_rows}"
+            for hashed in (True, False):
+                work = scratch / f"run-{hashed}"
                 shutil.rmtree(work, ignore_errors=True)
-                label = f"{shape}whole run, {'digest' if digest_rows else 'no digest'}"
-                timed(label, Engine(build(input, work / "out", digest_rows), work / "state", spark=spark))
+                label = f"{shape}whole run, {'hashes' if hashed else 'no hashes'}"
+                timed(label, Engine(build(input, work / "out", hashed), work / "state", spark=spark))
                 check(spark, input, work / "out")
         for restored in (False, True):
             work = scratch / f"restart-{restored}"
@@ -122,8 +121,8 @@ def main() -> None:
     rows = [{"configuration": k, "median_seconds": round(statistics.median(v), 3), "runs": len(v)} for k, v in times.items()]
     for shape in ("", "fan-out "):
         rows.append({
-            "configuration": f"{shape}digest cost, share of a whole run",
-            "median_seconds": round(statistics.median(times[f"{shape}whole run, digest"]) / statistics.median(times[f"{shape}whole run, no digest"]) - 1, 4),
+            "configuration": f"{shape}hash cost, share of a whole run",
+            "median_seconds": round(statistics.median(times[f"{shape}whole run, hashes"]) / statistics.median(times[f"{shape}whole run, no hashes"]) - 1, 4),
             "runs": args.runs,
         })
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
