@@ -64,3 +64,13 @@ def test_console_script_is_installed() -> None:
         capture_output=True, text=True, check=True,
     )
     assert json.loads(result.stdout)["frontiers"]["x"] == []
+
+
+def test_help_is_plain_text_that_says_where_to_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # Newcomer finding: the help began with the module docstring's reST (``falkirk``).
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "``" not in text and ":mod:" not in text
+    assert "storage root" in text and "falkirk demo" in text and "falkirk COMMAND --help" in text

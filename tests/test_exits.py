@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from falkirk.exceptions import FalkirkError
@@ -42,3 +46,28 @@ def test_a_signal_that_stopped_the_jvm_too_is_said_even_when_the_error_cannot_sa
     abandoned = request.jvm_gone(AsksTheJvm())
     assert abandoned.signal_name == "SIGTERM" and exit_code(abandoned.signal_name) == 143
     assert str(abandoned).startswith("SIGTERM: the epochs in flight could not finish (AsksTheJvm: its text is in the JVM, which is gone)")
+
+
+def test_a_storage_root_that_cannot_be_written_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    # Newcomer finding: a read-only root gave a raw OSError on falkirk.lock after 8 s of Spark start-up.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    code = (
+        "from pyspark import SparkContext\n"
+        "from falkirk.graph import Pipeline\n"
+        "from falkirk.io import FileSource, MemorySink\n"
+        "from falkirk.runtime import Engine\n"
+        "from falkirk.storage.exceptions import StorageError\n"
+        "p = Pipeline('p')\n"
+        f"p.source('src', FileSource({str(tmp_path)!r}, 'json', 'name string')).sink('out', MemorySink())\n"
+        "try:\n"
+        f"    Engine(p, {str(blocker / 'state')!r})\n"
+        "except StorageError as exc:\n"
+        "    print('refused:', exc)\n"
+        "print('spark started:', SparkContext._active_spark_context is not None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"refused: storage root '{blocker / 'state'}' cannot be written (" in done.stdout
+    assert "Give Engine a directory this user can create and write" in done.stdout
+    assert "spark started: False" in done.stdout

@@ -181,8 +181,17 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What ``falkirk --help`` says first (plain text: the module docstring is reST).
+DESCRIPTION = (
+    "Falkirk runs PySpark pipelines as exactly-once streams that recover from any crash. These "
+    "commands look after a pipeline's storage root (its state and metadata): what it holds, "
+    "whether it is intact, what a recovery would do."
+)
+EPILOG = "Run 'falkirk COMMAND --help' for a command's arguments. Start with 'falkirk demo', or 'falkirk status STORAGE' for a pipeline of yours."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="falkirk", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="falkirk", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True)
     p_solve = sub.add_parser(

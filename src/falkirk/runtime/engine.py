@@ -76,7 +76,7 @@ from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
-from falkirk.runtime.root import StorageRoot
+from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
@@ -129,6 +129,7 @@ class Engine:
             raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
+        check_writable(storage, metadata_dir)  # before Spark's start-up: a read-only root is said at once
         self.spark = spark or spark_session()
         #: Copies of every state and epoch block, on different executors: 2 keeps
         #: the pipeline going through the loss of one executor with nothing rolled

@@ -15,6 +15,8 @@ or missing, before anything is read or written.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,9 +27,33 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.execution.checks import check_spelling, local_root
 from falkirk.storage import MetaStore, RootLock
 from falkirk.storage.evidence import check_metadata
+from falkirk.storage.exceptions import StorageError
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri
 from falkirk.storage.published import PublishedMetadata, default_metadata_dir
 from falkirk.storage.schema import DB_NAME
+
+
+def check_writable(storage: str | Path, metadata_dir: str | Path | None = None) -> None:
+    """Refuse, before Spark starts, a local storage root (and a URI root's local
+    ``metadata_dir``) this process cannot create or write in - a read-only mount, a
+    directory of another user, a path under a regular file - naming it and why. A root
+    on another filesystem (``hdfs://``, ``s3a://``) is checked when the run opens it."""
+    places = [storage] if not is_uri(str(storage)) else []
+    if is_uri(str(storage)):
+        places.append(metadata_dir or default_metadata_dir(str(storage)))
+    for place in places:
+        path = Path(os.path.expanduser(str(place))).absolute()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path, prefix=".falkirk-write-check-"):
+                pass
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise StorageError(
+                f"storage root {str(path)!r} cannot be written ({why}): a run keeps its state and metadata there. "
+                "Give Engine a directory this user can create and write (or make this one writable), and "
+                "run again"
+            ) from exc
 
 
 class StorageRoot:
