@@ -5,6 +5,7 @@ the page is filled in one pass (a pipeline's name is never read as a slot)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import urllib.error
 import urllib.request
@@ -99,3 +100,12 @@ def test_a_bind_other_machines_reach_needs_a_token_or_allow_remote() -> None:
     for weak in (" " * 16, "a" * 20, "abababababababab", "sixteen chars with spaces"):
         with pytest.raises(GraphError, match="at least 8 of them different, no spaces"):
             parse_address("127.0.0.1:0", token=weak)
+
+
+def test_the_address_is_logged_at_info_not_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # Newcomer finding: the dashboard's URL was a WARNING on every start.
+    with caplog.at_level(logging.INFO, logger="falkirk.observe.dashboard"):
+        board = serve("quiet")
+        board.stop()
+    [record] = [r for r in caplog.records if "falkirk dashboard at" in r.getMessage()]
+    assert record.levelno == logging.INFO and board.url in record.getMessage()

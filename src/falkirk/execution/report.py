@@ -68,3 +68,45 @@ class RunReport:
     #: What stopped the run cleanly (``"stop()"``, ``"SIGINT"``, ``"SIGTERM"``;
     #: None: it ran to its end): see :mod:`falkirk.runtime.stopping`.
     stopped: str | None = None
+    #: Seconds the run took, from :meth:`~falkirk.runtime.Engine.run` to its return.
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        """A few lines for people: epochs, checkpoints, recovery, rows set aside, time.
+        (``repr()`` has every field.)"""
+        lines = [_epochs(self.epochs, self.seconds) + (f"; stopped by {self.stopped}" if self.stopped else "")]
+        if self.checkpoints:
+            last = self.checkpoints[-1]
+            lines.append(
+                f"checkpoints: {len(self.checkpoints)} written ({_size(self.checkpoint_bytes)}), the last {last[0]} at epoch {last[1]} ({last[2]})"
+            )
+        if self.recovered is not None:
+            held = ", ".join(f"{name} at epoch {epoch}" for name, epoch in sorted(self.recovered.items()) if epoch)
+            took = f" in {self.recovery_seconds[0]:.1f} s" if self.recovery_seconds else ""
+            lines.append(f"recovered{took}: " + (f"resumed with {held}" if held else "nothing committed to resume from: started at the beginning"))
+        if self.set_aside:
+            rows = sum(n for _, _, n in self.set_aside)
+            where = ", ".join(f"{p} epoch {e}" for p, e, _ in self.set_aside[:3]) + (" ..." if len(self.set_aside) > 3 else "")
+            lines.append(f"set aside: {rows} bad row(s) or file(s) ({where}); falkirk inspect STORAGE quarantine lists them")
+        if self.executor_losses:
+            lines.append(f"executors lost: during epochs {', '.join(map(str, self.executor_losses))}, each recovered")
+        return "\n".join(lines)
+
+
+def _epochs(epochs: list[int], seconds: float) -> str:
+    took = f" in {seconds:.1f} s" if seconds else ""
+    if not epochs:
+        return f"no epoch committed{took} (no new input)"
+    span = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {min(epochs)}-{max(epochs)}"
+    return f"{len(epochs)} epoch{'' if len(epochs) == 1 else 's'} committed ({span}){took}"
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"

@@ -209,7 +209,7 @@ class Dashboard:
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         self.ready.set()
-        logger.warning("falkirk dashboard at %s", self.url)
+        logger.info("falkirk dashboard at %s", self.url)  # a fact, not a warning
 
     def stop(self) -> None:
         self._server.should_exit = True

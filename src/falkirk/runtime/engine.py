@@ -260,9 +260,11 @@ class Engine:
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
         self._stop.begin()
+        started = time.perf_counter()
         try:
             with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs):
                 report = self._run_locked(schedule, standby, on_standby)
+            report.seconds = time.perf_counter() - started
             if self._stop.asked:
                 last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
                 self._stop.stopped(report, last, self.root)
