@@ -394,3 +394,20 @@ def test_a_hadoop_source_keeps_its_consumed_files_and_must_name_a_directory(spar
     write(tmp_path, "a.json", "a")
     with pytest.raises(Exception, match="is not a directory"):
         FileSource(f"file://{tmp_path}/a.json", "json", "name string").next_offsets(None)
+
+
+def test_a_root_restarted_on_another_input_directory_says_so(spark: SparkSession, tmp_path: Path) -> None:
+    # Newcomer finding: pointing a root at another input folder reported a file "changed".
+    for i in range(1, 4):
+        write(tmp_path / "in", f"e{i}.json", "x", f"y{i}")
+        write(tmp_path / "other", f"e{i}.json", "other", f"z{i}")
+    Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run(max_epochs=3)  # the checkpoint is at 2
+
+    def elsewhere() -> Pipeline:
+        p = Pipeline("counts")
+        src = p.source("src", FileSource(str(tmp_path / "other"), "json", "name string"))
+        src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
+        return p
+
+    with pytest.raises(InputChangedError, match=r"e3\.json' changed .*The epoch was planned on input directory '.*/in', and this FileSource reads '.*/other'"):
+        Engine(elsewhere(), tmp_path / "state", spark=spark).run()

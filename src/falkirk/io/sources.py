@@ -185,7 +185,10 @@ class FileSource:
                 raise _Vanished(name)
             files.append([name, st.size, st.modified_ns])
         seen = sorted([*older, *fresh])
-        planned: Offsets = {"files": files, "last": fresh[-1] if fresh else last, "seen": len(seen), "names": _digest(seen), "planned_at_ns": planned_at}
+        planned: Offsets = {
+            "files": files, "last": fresh[-1] if fresh else last, "seen": len(seen), "names": _digest(seen),
+            "planned_at_ns": planned_at, "path": self.path,
+        }
         if set_aside:
             planned["set_aside"] = set_aside
         return planned
@@ -232,10 +235,10 @@ class FileSource:
             if st is None:
                 raise InputChangedError(
                     f"input file {str(self._directory.location(name))!r} was deleted after an epoch was planned to read it. "
-                    f"{_REPLAY_ADVICE}"
+                    f"{self._elsewhere(offsets)}{_REPLAY_ADVICE}"
                 )
             if st.size != size:
-                raise self._changed(name, size, mtime_ns, st, "")
+                raise self._changed(name, size, mtime_ns, st, "", offsets)
             if st.modified_ns != mtime_ns and self._restored.get((name, size, mtime_ns)) != st.modified_ns:
                 put_back.append((name, size, mtime_ns, st))
         if not put_back:
@@ -256,13 +259,25 @@ class FileSource:
                     "the epoch read (its SHA-256 is the one committed), so the replay reads it", self.path, name,
                 )
                 continue
-            raise self._changed(name, size, mtime_ns, st, self._why_refused(name, size, mtime_ns, recorded, now))
+            raise self._changed(name, size, mtime_ns, st, self._why_refused(name, size, mtime_ns, recorded, now), offsets)
 
-    def _changed(self, name: str, size: int, mtime_ns: int, st: FileStat, why: str) -> InputChangedError:
+    def _changed(self, name: str, size: int, mtime_ns: int, st: FileStat, why: str, offsets: Offsets) -> InputChangedError:
         return InputChangedError(
             f"input file {str(self._directory.location(name))!r} changed after an epoch was planned to read it (size "
             f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
-            f"{why}{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it once it is complete."
+            f"{why}{self._elsewhere(offsets)}{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename "
+            "it once it is complete."
+        )
+
+    def _elsewhere(self, offsets: Offsets) -> str:
+        """A sentence when the epoch was planned on another input directory than this source's."""
+        planned = offsets.get("path")
+        if planned is None or planned == self.path:
+            return ""
+        return (
+            f"The epoch was planned on input directory {planned!r}, and this FileSource reads {self.path!r}: if that "
+            "is other input, this storage root belongs to a pipeline reading the first one (give this one a fresh "
+            "storage root); if the input moved, its files must be there as they were. "
         )
 
     def _why_refused(self, name: str, size: int, mtime_ns: int, recorded: dict[str, str], now: dict[str, str]) -> str:
