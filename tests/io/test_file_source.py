@@ -186,6 +186,9 @@ def test_a_file_put_back_with_a_new_modification_time_is_read_by_the_replay(spar
     _put_back(tmp_path / "in" / "e3.json", original)  # the checkpoint is at 2: the restart reads e3.json again
     report = Engine(_counting(tmp_path), tmp_path / "state", spark=spark).run()
     assert report.recovered is not None and report.recovered["agg"] == 2
+    assert "recovered in " in str(report) and report.recovery_story == (
+        "agg restarts from its checkpoint at epoch 2, so epoch 3 is computed again; nothing committed is written twice"
+    )
     want = pd.DataFrame(
         [("x", 2 * n, n) for n in range(1, 5)] + [(f"y{i}", 1, i) for i in range(1, 5)], columns=["name", "n", "epoch"]
     )

@@ -13,6 +13,7 @@ import time
 
 from falkirk.control.domains import tick
 from falkirk.control.faults import CrashPoint, crash_point
+from falkirk.coordinator.story import recovery_in_words
 from falkirk.execution.behaviours import behaviour_of
 from falkirk.execution.run_state import RunState
 from falkirk.graph import Processor
@@ -55,6 +56,9 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
         if times:
             state.report.resent[edge] = [tuple(t) if isinstance(t, tuple) else int(t) for t in times]
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
+    committed = state.store.committed_epoch()
+    state.report.recovery_story = recovery_in_words(state.frontier, {p.name for p in state.keyed}, committed, state.report.resent)
+    logger.info("recovered: %s", state.report.recovery_story)
     state.delete(state.ledger.forget(undone))
     for p in state.keyed:
         restore(state, p, _standing(state, p))

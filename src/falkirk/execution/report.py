@@ -28,6 +28,8 @@ class RunReport:
     #: (epoch, iteration) inside a loop: it resumed in the middle of an epoch).
     recovered_at: dict[str, Time] = field(default_factory=dict)
     recovery_reasons: dict[str, str] = field(default_factory=dict)
+    #: A restart's recovery in plain words (:mod:`falkirk.coordinator.story`).
+    recovery_story: str = ""
     #: Per edge, the times (in the receiver's domain: an epoch, or (epoch, iteration)
     #: inside a loop, ``("seq", n)`` in a region) a recovery re-sent from logs.
     resent: dict[str, list[Time]] = field(default_factory=dict)
@@ -83,7 +85,8 @@ class RunReport:
         if self.recovered is not None:
             held = ", ".join(f"{name} at epoch {epoch}" for name, epoch in sorted(self.recovered.items()) if epoch)
             took = f" in {self.recovery_seconds[0]:.1f} s" if self.recovery_seconds else ""
-            lines.append(f"recovered{took}: " + (f"resumed with {held}" if held else "nothing committed to resume from: started at the beginning"))
+            story = self.recovery_story or (f"resumed with {held}" if held else "nothing committed to resume from: started at the beginning")
+            lines.append(f"recovered{took}: {story}")
         if self.set_aside:
             rows = sum(n for _, _, n in self.set_aside)
             where = ", ".join(f"{p} epoch {e}" for p, e, _ in self.set_aside[:3]) + (" ..." if len(self.set_aside) > 3 else "")
