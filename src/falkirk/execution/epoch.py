@@ -384,7 +384,7 @@ class EpochRunner:
         background and committed with it, if its reader keeps them and the epoch has
         none yet (:mod:`falkirk.io.content_hashes`)."""
         reader = p.spec.reader  # type: ignore[attr-defined]
-        offsets = self.state.quarantine.files_read(p.name, work.epoch, work.offsets.get(p.name))
+        offsets = work.offsets.get(p.name)  # every file planned, those set aside too: a replay checks them all
         if getattr(reader, "hashes_content", False) and offsets and offsets.get("files") and CONTENT_KEY not in offsets:
             files = offsets["files"]
             self._write_later(work, f"{p.name}/hash {work.epoch}", self._hash_files, p, work.epoch, files, work.batch)

@@ -22,6 +22,7 @@ ctime.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +37,8 @@ class FileStat:
 
     size: int
     modified_ns: int
+    #: A regular file (not a directory, a device...), symlinks followed.
+    regular: bool = True
 
 
 class InputDirectory(Protocol):
@@ -109,7 +112,7 @@ class LocalDirectory:
             st = os.stat(Path(self.path) / name)
         except FileNotFoundError:
             return None
-        return FileStat(st.st_size, st.st_mtime_ns)
+        return FileStat(st.st_size, st.st_mtime_ns, stat.S_ISREG(st.st_mode))
 
     def placed_ns(self, name: str) -> int:
         return _changed_ns(self.location(name))
@@ -168,7 +171,7 @@ class HadoopDirectory:
         status = self._status(name)
         if status is None:
             return None
-        return FileStat(int(status.getLen()), int(status.getModificationTime()) * 1_000_000)
+        return FileStat(int(status.getLen()), int(status.getModificationTime()) * 1_000_000, bool(status.isFile()))
 
     def placed_ns(self, name: str) -> int:
         local = self.local(name)

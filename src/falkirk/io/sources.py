@@ -41,7 +41,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from falkirk.graph.exceptions import GraphError
-from falkirk.io.content_hashes import CONTENT_KEY, MAX_HASHED_BYTES, content_hashes
+from falkirk.io.content_hashes import (
+    CONTENT_KEY,
+    MAX_URI_HASHED_BYTES,
+    hash_binary_files,
+    hash_local_files,
+)
 from falkirk.io.directories import FileStat, InputDirectory, input_directory, normalise
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.spark.errors import first_line
@@ -62,7 +67,8 @@ class FileSource:
     ``schema`` (a DDL string; ``value string`` for text, one row per line or, with
     option ``wholetext``, per file) and reader ``options``, in name order,
     ``files_per_epoch`` per epoch.
-    Names starting with ``.`` or ``_`` are ignored: write a file under such a name
+    Names starting with ``.`` or ``_`` (and ending in ``._COPYING_``, a Hadoop copy
+    under way) are ignored: write a file under such a name
     and rename it when it is complete, so that no epoch reads it half-written.
 
     Guarantees: every file is read by exactly one epoch, and a replayed epoch reads
@@ -134,14 +140,16 @@ class FileSource:
         return self.hash_content
 
     def content_hashes(self, spark: SparkSession, files: list[list[Any]]) -> dict[str, str]:
-        """The SHA-256 of each of ``files`` ([name, size, mtime] as planned) not over
-        :data:`~falkirk.io.content_hashes.MAX_HASHED_BYTES`, by name, in one Spark job
-        reading them as bytes (none when there is no such file)."""
-        names = [f[0] for f in files if f[1] <= MAX_HASHED_BYTES]
-        if not names:
-            return {}
-        frames = [spark.read.format("binaryFile").option("__globPaths__", "false").load(group) for group in self._literal_groups(names)]
-        return content_hashes(frames, names)
+        """The SHA-256 of each of ``files`` ([name, size, mtime] as planned) that can be
+        read now, by name, read on the executors (:mod:`falkirk.io.content_hashes`):
+        local files in chunks, others (at most ``MAX_URI_HASHED_BYTES``) as ``binaryFile``."""
+        local = {f[0]: self._directory.local(f[0]) for f in files}
+        hashes = hash_local_files(spark, {name: path for name, path in local.items() if path is not None})
+        remote = [f[0] for f in files if local[f[0]] is None and 0 < f[1] <= MAX_URI_HASHED_BYTES]
+        if remote:
+            frames = [spark.read.format("binaryFile").option("__globPaths__", "false").load(group) for group in self._literal_groups(remote)]
+            hashes.update(hash_binary_files(frames, remote))
+        return hashes
 
     def struct(self, spark: SparkSession) -> StructType:
         return spark.createDataFrame([], self.schema).schema
@@ -194,7 +202,9 @@ class FileSource:
         return planned
 
     def _names(self) -> list[str]:
-        return [n for n in self._directory.names() if not n.startswith((".", "_"))]
+        # Spark's file index skips names ending in "._COPYING_" (a Hadoop copy under
+        # way) as it skips "." and "_" ones: planned, such a file would not be read.
+        return [n for n in self._directory.names() if not n.startswith((".", "_")) and not n.endswith("._COPYING_")]
 
     def _late(self, older: list[str], previous: Offsets) -> list[str]:
         """Files sorting at or before the last one consumed that were not there when
@@ -236,6 +246,11 @@ class FileSource:
                 raise InputChangedError(
                     f"input file {str(self._directory.location(name))!r} was deleted after an epoch was planned to read it. "
                     f"{self._elsewhere(offsets)}{_REPLAY_ADVICE}"
+                )
+            if not st.regular:
+                raise InputChangedError(
+                    f"input file {str(self._directory.location(name))!r} is no longer a regular file (a directory or a "
+                    f"device now) after an epoch was planned to read it. {self._elsewhere(offsets)}{_REPLAY_ADVICE}"
                 )
             if st.size != size:
                 raise self._changed(name, size, mtime_ns, st, "", offsets)
@@ -282,18 +297,22 @@ class FileSource:
 
     def _why_refused(self, name: str, size: int, mtime_ns: int, recorded: dict[str, str], now: dict[str, str]) -> str:
         """Why a file with its size and a new modification time was not accepted as put back."""
-        touch = f"touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(str(self._directory.location(name)))}"
+        local = self._directory.local(name)
+        if local is not None:
+            touch = f"touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(local)}"
+        else:  # hdfs:, s3a:...: no touch; the filesystem's own tools
+            touch = f"set its modification time back to {_stamp(mtime_ns)} UTC with the filesystem's tools"
         if name in recorded:
             how = "its bytes differ from the file the epoch read (another SHA-256)" if name in now else "it could not be read to hash it"
             return f"It has its size but {how}: put back the file the epoch read, with its modification time ({touch}). "
         if not self.hash_content:
             why = "hash_content=False"
-        elif size > MAX_HASHED_BYTES:
-            why = f"it is over {MAX_HASHED_BYTES >> 30} GiB"
+        elif local is None and size > MAX_URI_HASHED_BYTES:
+            why = f"a file outside the local filesystem over {MAX_URI_HASHED_BYTES >> 20} MiB is not hashed"
         else:
-            why = "its epoch did not commit one"
+            why = "its epoch did not commit, or the file could not be read to hash it then"
         return (
-            f"No hash of its bytes was recorded ({why}) to tell whether it is the same file; if it is byte for "
+            f"No hash of its bytes was committed ({why}) to tell whether it is the same file; if it is byte for "
             f"byte the one the epoch read, give it back its modification time ({touch}). "
         )
 
