@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from falkirk.storage.filesystem import LocalFileSystem, local_path
+from falkirk.storage.schema import DB_NAME
 from falkirk.storage.verify import read_root
 
 _EPOCH_FILE = re.compile(r"^epoch-(\d+)\.parquet$")
@@ -45,8 +46,10 @@ class CommittedOnly:
         """Raise AssertionError if a table shows an epoch past every epoch committed
         to its sink so far."""
         root = str(self.storage)
-        if not Path(root).is_dir():
-            return  # killed before the root existed: nothing committed, nothing written
+        if not (Path(root) / DB_NAME).is_file():
+            # Killed before the run created its metadata (the root directory itself is
+            # made before Spark starts): nothing committed, and no sink written yet.
+            return
         verdict = read_root(LocalFileSystem(), root)
         if verdict.damaged:
             raise AssertionError(f"{root}: metadata damaged after a kill: {verdict.damaged}")
