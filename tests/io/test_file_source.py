@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from falkirk.graph import LazyCheckpoint, LogOutputs, Pipeline
+from falkirk.graph import GraphError, LazyCheckpoint, LogOutputs, Pipeline
 from falkirk.io import FileSource, MemorySink, ParquetTableSink
 from falkirk.io.exceptions import InputChangedError, LateInputError, SourceError
 from falkirk.runtime import Engine
@@ -460,3 +460,24 @@ def test_a_large_file_is_hashed_in_chunks_on_the_executors(spark: SparkSession, 
         f.truncate(1200 << 20)
     source = FileSource(str(tmp_path / "in"), "csv", "value string")
     assert source.content_hashes(spark, [["big.csv", big.stat().st_size, big.stat().st_mtime_ns]]) == {"big.csv": _sha256(big)}
+
+
+def test_spellings_empty_files_link_loops_and_times_in_messages(spark: SparkSession, tmp_path: Path) -> None:
+    """A root run on a path and then on its file: URI compares times at the coarser
+    precision; an empty file with a new time is the file read; a link loop in a
+    file's place is one clear error; times in messages are UTC and say so."""
+    write(tmp_path / "in", "a.json", "x")
+    (tmp_path / "in" / "b.json").write_bytes(b"")
+    by_path = FileSource(str(tmp_path / "in"), "json", "name string", files_per_epoch=2)
+    planned = by_path.next_offsets(None)
+    assert planned is not None and [f[0] for f in planned["files"]] == ["a.json", "b.json"]
+    FileSource(f"file://{tmp_path}/in", "json", "name string").check(planned)  # milliseconds against nanoseconds
+    os.utime(tmp_path / "in" / "b.json", ns=(10**18, 10**18))  # empty, put back: the same (no) bytes
+    by_path.check(planned)
+    os.utime(tmp_path / "in" / "a.json", ns=(1_700_000_000_123_456_789,) * 2)
+    with pytest.raises(InputChangedError, match=r"modified 20\d\d-.* UTC -> 2023-11-14 22:13:20\.123456789 UTC"):
+        FileSource(str(tmp_path / "in"), "json", "name string", hash_content=False).check(planned)
+    (tmp_path / "in" / "a.json").unlink()
+    (tmp_path / "in" / "a.json").symlink_to(tmp_path / "in" / "a.json")
+    with pytest.raises(GraphError, match=r"a\.json' cannot be examined \(Too many levels of symbolic links\)"):
+        by_path.check(planned)

@@ -112,6 +112,11 @@ class LocalDirectory:
             st = os.stat(Path(self.path) / name)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a link loop, a name too long, no permission
+            raise GraphError(
+                f"FileSource: input file {str(Path(self.path) / name)!r} cannot be examined ({exc.strerror}): make it a "
+                "readable regular file, or move it out of the input directory"
+            ) from None
         return FileStat(st.st_size, st.st_mtime_ns, stat.S_ISREG(st.st_mode))
 
     def placed_ns(self, name: str) -> int:

@@ -229,7 +229,8 @@ class FileSource:
             "sorts after it, was consumed. Files are read in name order, so it can no longer be "
             "read in order. Give new files names that sort after the last one (zero-padded numbers "
             "or timestamps) or move them away; or start with a fresh storage root to read everything "
-            "again. (A consumed file renamed or copied in under another name counts as new.)"
+            "again. (A consumed file renamed or copied in under another name counts as new; so does one put back "
+            "while another consumed file is missing: put that one back too.)"
         )
 
     # -- reading --------------------------------------------------------------------
@@ -254,7 +255,7 @@ class FileSource:
                 )
             if st.size != size:
                 raise self._changed(name, size, mtime_ns, st, "", offsets)
-            if st.modified_ns != mtime_ns and self._restored.get((name, size, mtime_ns)) != st.modified_ns:
+            if size and not self._same_file(name, size, mtime_ns, st):  # (an empty file is the one it read)
                 put_back.append((name, size, mtime_ns, st))
         if not put_back:
             return
@@ -275,6 +276,11 @@ class FileSource:
                 )
                 continue
             raise self._changed(name, size, mtime_ns, st, self._why_refused(name, size, mtime_ns, recorded, now), offsets)
+
+    def _same_file(self, name: str, size: int, mtime_ns: int, st: FileStat) -> bool:
+        """Whether ``st`` (of the size planned) is the file planned: its modification
+        time, or the new one of the same bytes put back (see :meth:`check`)."""
+        return same_time(st.modified_ns, mtime_ns) or self._restored.get((name, size, mtime_ns)) == st.modified_ns
 
     def _changed(self, name: str, size: int, mtime_ns: int, st: FileStat, why: str, offsets: Offsets) -> InputChangedError:
         return InputChangedError(
@@ -301,7 +307,7 @@ class FileSource:
         if local is not None:
             touch = f"touch -m -d @{mtime_ns // 10**9}.{mtime_ns % 10**9:09d} {shlex.quote(local)}"
         else:  # hdfs:, s3a:...: no touch; the filesystem's own tools
-            touch = f"set its modification time back to {_stamp(mtime_ns)} UTC with the filesystem's tools"
+            touch = f"set its modification time back to {_stamp(mtime_ns)} with the filesystem's tools"
         if name in recorded:
             how = "its bytes differ from the file the epoch read (another SHA-256)" if name in now else "it could not be read to hash it"
             return f"It has its size but {how}: put back the file the epoch read, with its modification time ({touch}). "
@@ -325,31 +331,12 @@ class FileSource:
         for o in offsets:
             for name, size, mtime_ns in o["files"]:
                 st = self._directory.stat(name)
-                if st is None or st.size != size or not (st.modified_ns == mtime_ns or self._restored.get((name, size, mtime_ns)) == st.modified_ns):
+                if st is None or st.size != size or not self._same_file(name, size, mtime_ns, st):
                     continue  # gone, or not the file that was read: leave it to the user
                 if self.archive is None:
                     self._directory.delete(name)
                 else:
                     self._directory.move(name, self.archive)
-
-    def count_records(self, offsets: Offsets) -> int:
-        """Records in these files, for progress display: lines of text formats (minus a
-        header), 0 for Parquet and for files not on a local filesystem (which would
-        be read twice). Never used for processing."""
-        if self.format == "parquet":
-            return 0
-        header = 1 if self.options.get("header") == "true" else 0
-        total = 0
-        for name, _, _ in offsets["files"]:
-            local = self._directory.local(name)
-            if local is None:
-                continue
-            try:
-                with open(local, "rb") as f:
-                    total += max(sum(1 for _ in f) - header, 0)
-            except FileNotFoundError:  # only a display: the read itself says what is wrong
-                continue
-        return total
 
     def read(self, spark: SparkSession, offsets: Offsets) -> DataFrame:
         """The rows of one epoch, from exactly the files it was planned with."""
@@ -414,4 +401,14 @@ def _session() -> SparkSession:
 
 
 def _stamp(mtime_ns: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime_ns / 1e9)) + f".{mtime_ns % 10**9:09d}"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mtime_ns // 10**9)) + f".{mtime_ns % 10**9:09d} UTC"
+
+
+def same_time(a_ns: int, b_ns: int) -> bool:
+    """Whether two modification times are the same, at the precision of the coarser:
+    Hadoop's file systems (a ``file:`` URI, ``hdfs:``) give milliseconds, a local
+    path nanoseconds, and one root may be run with either spelling of its input."""
+    if a_ns == b_ns:
+        return True
+    coarse = a_ns % 1_000_000 == 0 or b_ns % 1_000_000 == 0
+    return coarse and a_ns // 1_000_000 == b_ns // 1_000_000
