@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import FrameType
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from falkirk.spark import cds, standalone
+from falkirk.spark import cds, console, standalone
 from falkirk.spark.placement import placement_conf
 
 logger = logging.getLogger(__name__)
@@ -132,7 +136,8 @@ def spark_session(
     if archive:
         builder = builder.config("spark.archives", f"{archive}#{ARCHIVE_DIR}")
     defaults = {k: v for k, v in DEFAULTS.items() if is_local(master) or k not in LOCAL_ONLY}
-    defaults["spark.driver.extraJavaOptions"] = f"{DEFAULTS['spark.driver.extraJavaOptions']} {cds.java_options()}".strip()
+    java = (DEFAULTS["spark.driver.extraJavaOptions"], console.java_options(), cds.java_options())
+    defaults["spark.driver.extraJavaOptions"] = " ".join(o for o in java if o)
     settings = {**defaults, **(conf or {})}
     if not is_local(master):  # where block copies go (falkirk.spark.placement)
         for key, value in placement_conf(master).items():
@@ -142,16 +147,64 @@ def spark_session(
         settings["spark.authenticate"] = "true"
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if secret is not None:
-        # The JVM starts with every setting on its command line: all but the secret,
-        # which the session's configuration gets through the gateway.
-        SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(builder._options.items())))
-        builder = builder.config("spark.authenticate.secret", secret)
-    spark = builder.getOrCreate()
+    if is_local(master):
+        # Spark binds to the address the host name resolves to (and warns when that is
+        # a loopback one); the embedded default stays on 127.0.0.1.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with interrupted_start() as interrupted:
+        if SparkContext._gateway is None:
+            # The JVM starts with every setting on its command line but the secret, which
+            # the session's configuration gets through the gateway; its console is
+            # filtered (falkirk.spark.console).
+            start = SparkConf(loadDefaults=False).setAll(list(builder._options.items()))
+            SparkContext._ensure_initialized(conf=start, gateway=console.launch_gateway(start))
+        if secret is not None:
+            builder = builder.config("spark.authenticate.secret", secret)
+        spark = builder.getOrCreate()
+        if interrupted:
+            spark.stop()
+            raise start_interrupted()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_py4j()
     quiet_task_failures(spark)
     quiet_query_context_logs()
     return spark
+
+
+@contextmanager
+def interrupted_start() -> Iterator[list[int]]:
+    """Ctrl-C (SIGINT) while Spark starts is held until the JVM is up (a JVM
+    interrupted half-way through its start would outlive this process), then the
+    caller stops it and raises :func:`start_interrupted`. A second Ctrl-C interrupts
+    at once. Only on the main thread (the only one Python delivers signals to)."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield seen
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        if seen:
+            raise start_interrupted()
+        seen.append(signum)
+
+    before = signal.signal(signal.SIGINT, hold)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def start_interrupted() -> KeyboardInterrupt:
+    return KeyboardInterrupt("interrupted while Spark was starting: nothing ran")
+
+
+def quiet_py4j() -> None:
+    """py4j logs every connection it closes at INFO ("Closing down clientserver
+    connection"): a program logging at INFO (an example's ``-v``) would repeat it
+    for every epoch. Its logger goes to WARNING unless the program set its level."""
+    py4j = logging.getLogger("py4j")
+    if py4j.level == logging.NOTSET:
+        py4j.setLevel(logging.WARNING)
 
 
 #: PySpark's loggers that print every captured error with a query context as one
