@@ -28,7 +28,6 @@ import sys
 from falkirk.demo.clickstream import build_pipeline
 from falkirk.exceptions import FalkirkError
 from falkirk.graph import GlobalCheckpoints
-from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
@@ -46,18 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicated", action="store_true", help="keep two copies of the state on different executors (a cluster of 2+ executors)")
     parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN, better: not on the command line)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO); on an error, its whole trace (the JVM's too)")
-    parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch off a terminal too (a terminal shows a live line anyway)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         checkpoints = GlobalCheckpoints(every=args.global_checkpoints) if args.global_checkpoints is not None else None
         pipeline = build_pipeline(args.input, args.output, args.rejected, files_per_epoch=args.files_per_epoch, checkpoints=checkpoints)
-        with Progress("clickstream", live=None if args.progress else False) as progress:
-            if args.progress:
-                progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1, pair=args.pair)
-            report = engine.run()
+        engine = Engine(pipeline, args.storage, progress=True if args.progress else None, ui=args.ui, replicas=2 if args.replicated else 1, pair=args.pair)
+        report = engine.run()
     except (FalkirkError, RunAbandoned) as exc:
         return failed("clickstream", exc, args.verbose)
     return exit_code(report.stopped)

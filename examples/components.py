@@ -24,7 +24,6 @@ import sys
 
 from falkirk.demo.components import build_pipeline
 from falkirk.exceptions import FalkirkError
-from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
@@ -35,16 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", required=True, help="Falkirk storage root (state and metadata)")
     parser.add_argument("--rejected", required=True, help="Parquet dataset of invalid lines")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions and iterations (INFO); on an error, its whole trace (the JVM's too)")
-    parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch off a terminal too (a terminal shows a live line anyway)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pipeline = build_pipeline(args.edges, args.output, args.rejected)
-        with Progress("components", live=None if args.progress else False) as progress:
-            if args.progress:
-                progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            report = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui).run()
+        report = Engine(pipeline, args.storage, progress=True if args.progress else None, ui=args.ui).run()
     except (FalkirkError, RunAbandoned) as exc:
         return failed("components", exc, args.verbose)
     return exit_code(report.stopped)

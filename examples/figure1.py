@@ -24,7 +24,6 @@ import sys
 
 from falkirk.demo.figure1 import build_pipeline, explain
 from falkirk.exceptions import FalkirkError
-from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
@@ -39,15 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-every", type=int, default=3, help="epochs between runs of the batch computation (default 3)")
     parser.add_argument("--explain", action="store_true", help="print what a failure in each regime would roll back")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions, iterations and chunks (INFO); on an error, its whole trace (the JVM's too)")
-    parser.add_argument("--progress", action="store_true", help="show progress per epoch")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch off a terminal too (a terminal shows a live line anyway)")
     args = parser.parse_args(argv)
     if args.batch_every < 1:
         parser.error("--batch-every must be at least 1")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pipeline = build_pipeline(args.links, args.queries, args.responses, args.stats, args.rejected, batch_every=args.batch_every)
-        with Progress("figure1", live=None if args.progress else False) as progress:
-            report = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None).run()
+        report = Engine(pipeline, args.storage, progress=True if args.progress else None).run()
         if args.explain:
             for regime, lines in explain(pipeline, args.storage).items():
                 print(f"a failure in the {regime} regime: " + "\n".join(lines))

@@ -30,7 +30,6 @@ import sys
 
 from falkirk.demo.redis_postgres import build_pipeline
 from falkirk.exceptions import FalkirkError
-from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
@@ -49,17 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pair", metavar="DSN", default=os.environ.get("FALKIRK_PAIR_DSN"), help="PostgreSQL database shared with the other driver of a driver pair (or FALKIRK_PAIR_DSN)")
     parser.add_argument("--pair-name", help="the driver pair's name (default: the pipeline's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO); on an error, its whole trace (the JVM's too)")
-    parser.add_argument("--progress", action="store_true", help="show progress per epoch (live on a terminal, else a line per epoch)")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch off a terminal too (a terminal shows a live line anyway)")
     parser.add_argument("--ui", metavar="HOST:PORT", help="serve the live dashboard, /api/status and /metrics there (off by default)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pipeline = build_pipeline(args.redis, args.stream, args.group, args.pg, args.table, args.max_entries, args.retry_seconds)
-        with Progress("redis_to_postgres", live=None if args.progress else False) as progress:
-            if args.progress:
-                progress.doing(f"starting Spark; recovering from {args.storage} if it holds a previous run")
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None, ui=args.ui, pair=args.pair, pair_name=args.pair_name)
-            report = engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
+        engine = Engine(pipeline, args.storage, progress=True if args.progress else None, ui=args.ui, pair=args.pair, pair_name=args.pair_name)
+        report = engine.run(idle_timeout=args.idle_exit, poll_interval=0.2)
     except (FalkirkError, RunAbandoned) as exc:
         return failed("redis_to_postgres", exc, args.verbose)
     return exit_code(report.stopped)

@@ -25,7 +25,6 @@ import sys
 
 from falkirk.demo.windowed import CEC_REPLAY_TARGET, build_pipeline, policy_named, shape_of
 from falkirk.exceptions import FalkirkError
-from falkirk.ops.progress import Progress
 from falkirk.runtime import Engine, RunAbandoned, exit_code, failed
 
 
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay-target", type=int, default=CEC_REPLAY_TARGET, metavar="ROWS", help=f"cec: input rows a recovery replays at most, about (U; default {CEC_REPLAY_TARGET})")
     parser.add_argument("--extent-target", type=int, default=None, metavar="ROWS", help="cec: log rows a recovery reads at most, about (Q; default none)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log recovery decisions (INFO); on an error, its whole trace (the JVM's too)")
-    parser.add_argument("--progress", action="store_true", help="show progress per epoch")
+    parser.add_argument("--progress", action="store_true", help="show progress per epoch off a terminal too (a terminal shows a live line anyway)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -50,9 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             raise FalkirkError(f"--watermark-delay must be >= 0, got {args.watermark_delay}")
         shape = shape_of(args.window, args.slide, args.session_gap)
         pipeline = build_pipeline(args.input, args.output, shape, args.watermark_delay, policy_named(args.policy, args.replay_target, args.extent_target))
-        with Progress("windowed_counts", live=None if args.progress else False) as progress:
-            engine = Engine(pipeline, args.storage, on_epoch=progress.on_epoch if args.progress else None)
-            report = engine.run(finish=True)
+        engine = Engine(pipeline, args.storage, progress=True if args.progress else None)
+        report = engine.run(finish=True)
         counts = engine.state.operators["counts"].describe()  # type: ignore[attr-defined]
         print(
             f"windowed_counts: done; this run dropped {int(counts['invalid_rows'])} invalid and "

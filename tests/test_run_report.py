@@ -27,5 +27,11 @@ def test_a_plain_run_is_one_line_and_a_recovered_one_says_what_it_resumed_from()
     assert len(repr(report)) > len(str(report))  # every field is still there for tests and tools
 
 
-def test_a_run_with_nothing_new_says_so() -> None:
+def test_a_counted_run_says_its_rows_and_rate() -> None:
+    counted = RunReport(epochs=[1, 2], seconds=4.0, records=12000)
+    assert str(counted) == "2 epochs committed (epochs 1-2), 12,000 input rows in 4.0 s (3,000 rows/s)"
+
+
+def test_a_run_with_nothing_new_says_so_and_one_stopped_before_its_first_epoch_says_that() -> None:
     assert str(RunReport()) == "no epoch committed (no new input)"
+    assert str(RunReport(stopped="SIGINT", seconds=0.8)) == "no epoch committed in 0.8 s; stopped by SIGINT"

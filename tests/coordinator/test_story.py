@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
 from falkirk.coordinator.story import recovery_in_words
+from falkirk.graph import EagerCheckpoint, LazyCheckpoint, Pipeline
+from falkirk.io import FileSource, ParquetTableSink
+from falkirk.runtime import Engine
 
 
 def test_keyed_processors_name_their_checkpoints_and_the_epochs_computed_again() -> None:
@@ -21,3 +30,29 @@ def test_the_plain_cases() -> None:
         "agg restarts from an empty state (it had no checkpoint), so epochs 1-4 are computed again; nothing committed is written twice"
     )
     assert recovery_in_words({"a": 3, "b": 4}, set(), 4, {}) == "a resumes after epoch 3, so epoch 4 is computed again; nothing committed is written twice"
+
+
+def test_a_restart_that_computes_epochs_again_says_so_by_default_and_one_that_does_not_only_at_info(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "in").mkdir()
+    for i in range(1, 4):
+        (tmp_path / "in" / f"e{i}.json").write_text(f'{{"k": "x", "v": {i}}}\n')
+
+    def build(policy: object) -> Pipeline:
+        p = Pipeline("told")
+        src = p.source("src", FileSource(str(tmp_path / "in"), "json", "k string, v long"))
+        src.aggregate("agg", "k", {"n": ("count", None)}, policy=policy).sink("out", ParquetTableSink(str(tmp_path / "out")))
+        return p
+
+    for root, policy in (("lazy", LazyCheckpoint(every=2)), ("eager", EagerCheckpoint())):
+        Engine(build(policy), tmp_path / root, spark=spark).run()
+    with caplog.at_level(logging.INFO, logger="falkirk"):
+        Engine(build(LazyCheckpoint(every=2)), tmp_path / "lazy", spark=spark).run()  # agg's checkpoint is at epoch 2: epoch 3 again
+        Engine(build(EagerCheckpoint()), tmp_path / "eager", spark=spark).run()
+    told = [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage().startswith("recovered: ")]
+    assert told == [
+        (logging.WARNING, "recovered: agg restarts from its checkpoint at epoch 2, so epoch 3 is computed again; nothing committed is written twice"),
+        (logging.INFO, "recovered: every processor stands at the last committed epoch (3): nothing is computed again"),
+    ]
+    assert logging.getLogger("py4j").level == logging.WARNING  # no "Closing down clientserver connection" at INFO

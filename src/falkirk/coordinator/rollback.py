@@ -58,10 +58,15 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
     committed = state.store.committed_epoch()
     state.report.recovery_story = recovery_in_words(state.frontier, {p.name for p in state.keyed}, committed, state.report.resent)
-    logger.info("recovered: %s", state.report.recovery_story)
+    # Said by default (WARNING) when epochs are computed again; a restart after a
+    # clean stop computes nothing again and says so only at INFO.
+    again = committed is not None and any(f < committed for f in state.frontier.values())
+    logger.log(logging.WARNING if again else logging.INFO, "recovered: %s", state.report.recovery_story)
     state.delete(state.ledger.forget(undone))
     for p in state.keyed:
         restore(state, p, _standing(state, p))
+    restored = sorted((f, p.name) for p in state.keyed if (f := state.frontier[p.name]) > 0)
+    state.report.restored_checkpoints = [(name, epoch) for epoch, name in restored]
     state.report.recovery_seconds.append(time.perf_counter() - started)
     crash_point(CrashPoint.RECOVERY_RESTORED)
 

@@ -18,6 +18,7 @@ durable (releases to sinks, acknowledgements to sources:
 
 from __future__ import annotations
 
+import logging
 import time
 from enum import Enum
 
@@ -30,6 +31,12 @@ from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochPhase, EpochWork
 from falkirk.storage import CommitBatch, StoredFile
 from falkirk.time.ticks import Tick
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a counting run waits, after an epoch's commit, for Spark to report the
+#: rows its sources read (usually there already: see EpochCounts).
+_COUNT_WAIT = 0.25
 
 
 class Part(Enum):
@@ -99,7 +106,13 @@ class Committer:
         for name, seconds in work.times.seconds.items():
             report.step_seconds.setdefault(name, []).append(seconds)
             report.step_finished.setdefault(name, []).append(work.times.finished[name])
-        report.last_records = work.counts.records
+        if state.counting:
+            # Spark reports an epoch's input counts on its listener thread once the jobs
+            # that read it end (before the commit): a short wait covers the lag.
+            if not work.counts.wait_for_input(_COUNT_WAIT):
+                logger.debug("epoch %d: Spark had not reported every source's rows at its commit", epoch)
+            report.last_records = work.counts.records
+            report.records = (report.records or 0) + report.last_records
         self.observer.committed(state, work)
         work.advance(EpochPhase.FINISHED)
 

@@ -107,21 +107,18 @@ class EpochRunner:
 
     # -- main thread ----------------------------------------------------------------
 
-    def prepare(self, epoch: int, offsets: dict[str, Offsets], count: bool, barrier: bool = False) -> EpochWork:
-        """What the epoch's worker needs from the store (main thread); ``count``: count
-        the input records (reads the input once more: for progress displays only);
-        ``barrier``: a global checkpoint's barrier follows the epoch."""
+    def prepare(self, epoch: int, offsets: dict[str, Offsets], barrier: bool = False) -> EpochWork:
+        """What the epoch's worker needs from the store (main thread); ``barrier``: a
+        global checkpoint's barrier follows the epoch."""
         state = self.state
         work = EpochWork(epoch, offsets, time.perf_counter(), barrier=barrier, final=epoch == state.ledger.end_of_input)
         if barrier:
             crash_point(CrashPoint.BARRIER_INJECTED)  # the barrier is decided; no snapshot written yet
-        if count or state.telemetry is not None:
-            work.counts.source_records = {
-                name: state.pipeline.processors[name].spec.reader.count_records(o)  # type: ignore[attr-defined]
-                for name, o in offsets.items()
-                if o is not None and epoch > state.restored[name]
-            }
-            work.counts.records = sum(work.counts.source_records.values())
+        if state.counting:
+            for name, o in offsets.items():
+                count = getattr(state.pipeline.processors[name].spec.reader, "count_records", None)  # type: ignore[attr-defined]
+                if o is not None and count is not None and epoch > state.restored[name]:
+                    work.counts.given[name] = int(count(o))
         for p in self.ahead:
             self.gates[(p.name, epoch)] = Gate()
         for p in state.order:
@@ -306,16 +303,16 @@ class EpochRunner:
         if (p.name, port) in self.computed_here and p.region is None:
             df = self.keep(work, df)
             df.count()  # a bad row fails here, where it can be set aside, not in the loop's iteration
-        # Sources are counted from their offsets; loop processors' rows are not
-        # counted (an observation per iteration would need a count per tick).
-        # The errors output is not counted (its rows are counted as they are set aside).
-        if state.telemetry is not None and not p.spec.source and p.region is None and port != ERRORS_PORT:
+        # Loop processors' rows are not counted (an observation per iteration would
+        # need a count per tick). The errors output is not counted (its rows are
+        # counted as they are set aside).
+        if state.counting and p.region is None and port != ERRORS_PORT and p.name not in work.counts.given:
             # Observed above the cache, not inside it: every job reading the output
             # counts all of it, whichever of two concurrent jobs (a log write and a
             # consumer) computed which cached partitions.
             observation = Observation(f"{p.name}.{port} e{work.epoch}")
             df = df.observe(observation, F.count(F.lit(1)).alias("rows"))
-            work.counts.observed[(p.name, port)] = observation
+            work.counts.observe(p.name, port, observation, source=p.spec.source)
         return df, logged
 
     def _checkpoints_now(self, p: Processor, work: EpochWork) -> bool:

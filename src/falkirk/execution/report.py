@@ -13,6 +13,8 @@ class RunReport:
 
     epochs: list[int] = field(default_factory=list)
     checkpoints: list[tuple[str, int, str]] = field(default_factory=list)
+    #: The checkpoints a restart's recovery restored: (processor, epoch), the latest last.
+    restored_checkpoints: list[tuple[str, int]] = field(default_factory=list)
     #: Bytes of keyed-state checkpoint files written.
     checkpoint_bytes: int = 0
     #: Per loop and epoch run: (loop, epoch, iterations, iterations computed - the
@@ -34,8 +36,11 @@ class RunReport:
     #: inside a loop, ``("seq", n)`` in a region) a recovery re-sent from logs.
     resent: dict[str, list[Time]] = field(default_factory=dict)
     collected_files: int = 0
-    #: Input records of the last epoch (as the sources count them, 0 if unknown).
+    #: Input records of the last committed epoch, as Spark observed them while it
+    #: read them (0 when the run does not count: see ``Engine(progress=)``).
     last_records: int = 0
+    #: Input records of every epoch this run committed (None: the run did not count).
+    records: int | None = None
     #: Epochs being computed when the last one committed (itself included).
     in_flight: int = 1
     #: In-process failures: (failed processors, epoch, frontier per processor or None for ⊤).
@@ -73,10 +78,21 @@ class RunReport:
     #: Seconds the run took, from :meth:`~falkirk.runtime.Engine.run` to its return.
     seconds: float = 0.0
 
+    def last_checkpoint(self) -> str | None:
+        """The latest checkpoint as ``name@epoch (kind)``: written by this run, else
+        restored by its recovery (None: neither)."""
+        if self.checkpoints:
+            name, epoch, kind = self.checkpoints[-1]
+            return f"{name}@{epoch} ({kind})"
+        if self.restored_checkpoints:
+            name, epoch = self.restored_checkpoints[-1]
+            return f"{name}@{epoch} (restored)"
+        return None
+
     def __str__(self) -> str:
         """A few lines for people: epochs, checkpoints, recovery, rows set aside, time.
         (``repr()`` has every field.)"""
-        lines = [_epochs(self.epochs, self.seconds) + (f"; stopped by {self.stopped}" if self.stopped else "")]
+        lines = [_epochs(self.epochs, self.seconds, self.records, self.stopped)]
         if self.checkpoints:
             last = self.checkpoints[-1]
             lines.append(
@@ -96,12 +112,15 @@ class RunReport:
         return "\n".join(lines)
 
 
-def _epochs(epochs: list[int], seconds: float) -> str:
+def _epochs(epochs: list[int], seconds: float, records: int | None, stopped: str | None) -> str:
     took = f" in {seconds:.1f} s" if seconds else ""
     if not epochs:
-        return f"no epoch committed{took} (no new input)"
+        return f"no epoch committed{took}" + (f"; stopped by {stopped}" if stopped else " (no new input)")
     span = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {min(epochs)}-{max(epochs)}"
-    return f"{len(epochs)} epoch{'' if len(epochs) == 1 else 's'} committed ({span}){took}"
+    rows = f", {records:,} input rows" if records is not None else ""
+    rate = f" ({records / seconds:,.0f} rows/s)" if records and seconds else ""
+    line = f"{len(epochs)} epoch{'' if len(epochs) == 1 else 's'} committed ({span}){rows}{took}{rate}"
+    return line + (f"; stopped by {stopped}" if stopped else "")
 
 
 def _size(n: int) -> str:

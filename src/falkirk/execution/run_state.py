@@ -57,6 +57,9 @@ class RunState:
     resumed: dict[str, Tick] = field(default_factory=dict)
     #: Live figures for the dashboard (None: the engine runs without one).
     telemetry: Telemetry | None = None
+    #: Whether epochs count their rows as Spark computes them (a progress display,
+    #: ``on_epoch``, telemetry: :class:`~falkirk.execution.work.EpochCounts`).
+    counting: bool = False
     #: The rows processors set aside, committed and found in this run.
     quarantine: Quarantines = field(default_factory=lambda: Quarantines({}))
     _verified: set[str] = field(default_factory=set)

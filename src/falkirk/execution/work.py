@@ -47,37 +47,65 @@ TRANSITIONS: dict[EpochPhase, frozenset[EpochPhase]] = {
 
 @dataclass
 class EpochCounts:
-    """Rows an epoch read and emitted, counted without a Spark job of their own.
+    """Rows an epoch read and emitted, as Spark observed them while it computed them
+    (only when the run counts: a progress display, ``on_epoch``, telemetry); no Spark
+    job and no read of the input of their own. A source whose offsets say how many
+    records they hold (``count_records``: a generator, a Redis stream's range) is
+    counted from them.
 
-    Sources are counted from their offsets; the other processors' outputs are
-    observed as Spark computes them (only with telemetry). Spark reports an
-    observation after its job, sometimes after the epoch commits: counts are taken
-    as they arrive. An output a consumer reads only part of (a ``limit``) counts
-    what Spark computed of it."""
+    Spark reports an observation after the job that computed the rows, on its
+    listener thread: usually by the time the epoch commits, sometimes after; counts
+    are taken as they arrive. An output that every consumer read only part of (a
+    ``limit``, an ``isEmpty()``) counts what Spark computed of it."""
 
-    #: Input records of the epoch (all sources), 0 if not counted.
-    records: int = 0
-    #: Input records per source (counted from the offsets, no Spark job), when asked.
-    source_records: dict[str, int] = field(default_factory=dict)
+    #: Input records of the sources whose offsets say how many (``count_records``).
+    given: dict[str, int] = field(default_factory=dict)
+    #: Sources whose output is observed (their rows are the epoch's input records).
+    sources: set[str] = field(default_factory=set)
     #: Observations of outputs whose counts have not arrived yet.
     observed: dict[tuple[str, str], Observation] = field(default_factory=dict)
     #: Counts of observations that have arrived, and processors already counted.
     arrived: dict[tuple[str, str], int] = field(default_factory=dict)
     counted: set[str] = field(default_factory=set)
 
-    def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
-        """Rows each processor emitted (a sink: received) in this epoch, for the
-        processors whose counts have all arrived since the last call."""
+    def observe(self, processor: str, port: str, observation: Observation, *, source: bool) -> None:
+        self.observed[(processor, port)] = observation
+        if source:
+            self.sources.add(processor)
+
+    def poll(self) -> None:
+        """Take the counts Spark has reported since the last call."""
         for output, o in list(self.observed.items()):
             if o._jo is not None and o._jo.future().isCompleted():
                 self.arrived[output] = int(o.get.get("rows", 0))
                 del self.observed[output]
+
+    @property
+    def records(self) -> int:
+        """Input records of the epoch (all sources) that have arrived so far."""
+        return sum(self.given.values()) + sum(n for (name, _), n in self.arrived.items() if name in self.sources)
+
+    def wait_for_input(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every source's count; whether all arrived."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll()
+            if not any(name in self.sources for name, _ in self.observed):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+    def new_rows(self, pipeline: Pipeline) -> dict[str, int]:
+        """Rows each processor emitted (a sink: received) in this epoch, for the
+        processors whose counts have all arrived since the last call."""
+        self.poll()
         waiting = {name for name, _ in self.observed}
-        rows: dict[str, int] = {n: k for n, k in self.source_records.items() if n not in self.counted}
+        rows: dict[str, int] = {n: k for n, k in self.given.items() if n not in self.counted}
         for (name, _), n in self.arrived.items():
             if name not in waiting and name not in self.counted:
                 rows[name] = rows.get(name, 0) + n
-        known = {**self.arrived, **{(name, "out"): n for name, n in self.source_records.items()}}
+        known = {**self.arrived, **{(name, "out"): n for name, n in self.given.items()}}
         for p in pipeline.processors.values():
             inputs = [(i.src, i.port) for i in p.inputs]
             if p.spec.sink and p.name not in self.counted and inputs and all(i in known for i in inputs):
@@ -122,7 +150,7 @@ class EpochWork:
     started: float
     #: Where the epoch is in its life (see :class:`EpochPhase`).
     phase: EpochPhase = EpochPhase.PLANNED
-    #: Rows counted as Spark computes them (with telemetry, or counting asked).
+    #: Rows counted as Spark computes them (when the run counts: RunState.counting).
     counts: EpochCounts = field(default_factory=lambda: EpochCounts())
     #: Logged outputs that receivers which rolled back read instead of recomputing.
     logged: dict[tuple[str, str], tuple[StoredFile, ...]] = field(default_factory=dict)

@@ -33,13 +33,14 @@ class Source(Protocol):
         forgotten once no recovery can need them."""
         ...
 
-    def count_records(self, offsets: dict[str, Any]) -> int:
-        """Records in these offsets, for progress displays only."""
-        ...
-
     def read(self, spark: SparkSession, offsets: dict[str, Any]) -> DataFrame:
         """The rows of one epoch."""
         ...
+
+    # Optional: ``count_records(self, offsets: dict[str, Any]) -> int``: the records
+    # of these offsets when the offsets say it without reading anything (a range of
+    # stream entries, a generated batch), for progress displays. Without it the
+    # engine counts the rows as Spark reads them (an observation of the output).
 
     # Optional: ``acknowledge(self, offsets: list[dict[str, Any]]) -> None``. Called
     # with the offsets of epochs no recovery will ever read again (the monitor's

@@ -62,6 +62,7 @@ class GeneratorSource:
         return {"batch": batch} if batch < self.batches else None
 
     def count_records(self, offsets: dict[str, Any]) -> int:
+        """The records of these offsets (no read: for progress displays)."""
         return self.rows_per_batch
 
     def read(self, spark: SparkSession, offsets: dict[str, Any]) -> DataFrame:

@@ -1,13 +1,24 @@
-"""Progress of a running pipeline for the person watching it.
+"""Progress of a running pipeline for the person watching it (``Engine(progress=)``).
 
-On a terminal, a live display (rich) that keeps one status line up to date: what the
-command is doing now, the last committed epoch, its records and rate, the last
-checkpoint and the epochs in flight. Anywhere else (a pipe, a log file, CI), the same
-facts as one plain line per epoch, so logs stay greppable.
+* ``progress=None`` (the default): when standard output is a terminal, one live line
+  per pipeline, kept up to date - what the run is doing, the last committed epoch,
+  its input rows and rate, the last checkpoint and the epochs in flight. Anywhere
+  else (a service's log, a pipe, CI) nothing per epoch, so a log does not fill up.
+* ``progress=True``: the live line on a terminal, else one plain line per epoch.
+* ``progress=False``: nothing.
+
+Whatever ``progress`` says, logging at INFO for ``falkirk.progress`` gives the plain
+line per epoch through the log (when no display shows it).
+
+The rows are counted by Spark as it reads them (an observation of each source's
+output: :class:`~falkirk.execution.work.EpochCounts`), never by reading the input
+again in the driver; a run with neither a display, ``on_epoch`` nor a dashboard does
+not count.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from types import TracebackType
 from typing import TextIO
@@ -16,13 +27,15 @@ from rich.console import Console
 from rich.progress import Progress as RichProgress
 from rich.progress import SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from falkirk.runtime import RunReport
+from falkirk.execution.report import RunReport
+
+#: Logs the plain line per epoch at INFO (when no display shows it).
+logger = logging.getLogger("falkirk.progress")
 
 
 def epoch_line(epoch: int, seconds: float, report: RunReport) -> str:
     """One epoch's facts as a line."""
-    last = report.checkpoints[-1] if report.checkpoints else None
-    ckpt = f"{last[0]}@{last[1]} ({last[2]})" if last else "none yet"
+    ckpt = report.last_checkpoint() or "none yet"
     rate = report.last_records / seconds if seconds > 0 else 0.0
     return (
         f"epoch {epoch:4d} | {report.last_records:7d} records in {seconds:5.2f} s = {rate:8.0f} records/s "
@@ -31,8 +44,8 @@ def epoch_line(epoch: int, seconds: float, report: RunReport) -> str:
 
 
 class Progress:
-    """``with Progress("clickstream") as progress: ... Engine(..., on_epoch=progress.on_epoch)``;
-    ``progress.doing("recovering")`` says what the command does now. ``live``: force
+    """``with Progress("clickstream") as progress: ... progress.on_epoch(...)``;
+    ``progress.doing("recovering")`` says what the run does now. ``live``: force
     (True) or refuse (False) the live display; by default live only on a terminal."""
 
     def __init__(self, name: str, *, stream: TextIO | None = None, live: bool | None = None) -> None:
@@ -63,16 +76,25 @@ class Progress:
             self._progress.stop()
 
     def doing(self, what: str) -> None:
-        """Say what the command is doing now."""
+        """Say what the run is doing now."""
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, detail=what)
         else:
             print(f"{self.name}: {what}", file=self.stream, flush=True)
 
     def on_epoch(self, epoch: int, seconds: float, report: RunReport) -> None:
-        """The engine's ``on_epoch`` callback."""
+        """An epoch committed (the engine calls it as it calls ``on_epoch``)."""
         self.epochs += 1
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, detail=epoch_line(epoch, seconds, report))
         else:
             print(epoch_line(epoch, seconds, report), file=self.stream, flush=True)
+
+
+def display_for(name: str, progress: bool | None, stream: TextIO | None = None) -> Progress | None:
+    """The display ``Engine(progress=progress)`` shows (see the module), None for none."""
+    stream = stream or sys.stdout
+    terminal = stream.isatty()
+    if progress is False or (progress is None and not terminal):
+        return None
+    return Progress(name, stream=stream, live=terminal)

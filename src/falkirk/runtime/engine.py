@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -73,6 +74,8 @@ from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline
 from falkirk.observe.address import parse_address
+from falkirk.observe.progress import Progress, display_for, epoch_line
+from falkirk.observe.progress import logger as progress_logger
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
@@ -115,6 +118,7 @@ class Engine:
         spark: SparkSession | None = None,
         metadata_dir: str | Path | None = None,
         on_epoch: Callable[[int, float, RunReport], None] | None = None,
+        progress: bool | None = None,
         max_in_flight: int = 2,
         lease_timeout: float = 10.0,
         ui: str | None = None,
@@ -156,6 +160,11 @@ class Engine:
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
         self.on_epoch = on_epoch
+        #: ``progress``: None shows a live line while :meth:`run` runs when stdout is
+        #: a terminal (nothing per epoch otherwise), True also a plain line per epoch
+        #: off a terminal, False nothing (:mod:`falkirk.observe.progress`).
+        self.progress = progress
+        self._display: Progress | None = None
         self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
         self.description = describe(pipeline, None, self.topology)
@@ -261,8 +270,11 @@ class Engine:
             self.dashboard.start()
         self._stop.begin()
         started = time.perf_counter()
+        self._display = display_for(self.pipeline.name, self.progress)
         try:
-            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs):
+            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs), self._display or nullcontext():
+                if self._display is not None:
+                    self._display.doing(f"recovering from {self.root} if it holds a previous run")
                 report = self._run_locked(schedule, standby, on_standby)
             report.seconds = time.perf_counter() - started
             if self._stop.asked:
@@ -276,6 +288,7 @@ class Engine:
             raise
         finally:
             self._stop.end()
+            self._display = None
             if self.dashboard is not None:
                 self.dashboard.stop()
 
@@ -373,6 +386,7 @@ class Engine:
                 ledger=Ledger(self.pipeline, self.topology, store, ingress=self.pair),
                 report=self.report,
                 telemetry=self.telemetry,
+                counting=self._counting(),
                 quarantine=Quarantines.read(store),
             )
             edges = self._start(state)  # refuses a root written by another pipeline
@@ -436,7 +450,7 @@ class Engine:
                 offsets = state.ledger.plan(epoch, finish=schedule.finish)
                 if offsets is None:
                     break
-                work = runner.prepare(epoch, offsets, count=self.on_epoch is not None, barrier=self.barriers.due(epoch))
+                work = runner.prepare(epoch, offsets, barrier=self.barriers.due(epoch))
                 inflight.append((work, pool.submit(runner.compute, work)))
                 highest = max(highest, epoch)
                 epoch += 1
@@ -524,8 +538,18 @@ class Engine:
                 write.result()
             crash_point(CrashPoint.LOOP_COMPUTED)
         run.committer.epoch(work)
+        seconds = time.perf_counter() - work.started
+        if self._display is not None:
+            self._display.on_epoch(work.epoch, seconds, self.report)
+        elif progress_logger.isEnabledFor(logging.INFO):
+            progress_logger.info("%s: %s", self.pipeline.name, epoch_line(work.epoch, seconds, self.report))
         if self.on_epoch:
-            self.on_epoch(work.epoch, time.perf_counter() - work.started, self.report)
+            self.on_epoch(work.epoch, seconds, self.report)
+
+    def _counting(self) -> bool:
+        """Whether epochs count their rows (for whom: see :class:`~falkirk.execution.work.EpochCounts`)."""
+        watched = self._display is not None or self.on_epoch is not None or self.telemetry is not None
+        return watched or progress_logger.isEnabledFor(logging.INFO)
 
 
 @dataclass(frozen=True)
