@@ -239,3 +239,17 @@ def test_counts_through_a_self_join_and_a_self_union_and_a_restart_recovery(spar
     assert counted["src"]["records"] == 2 * 30  # epochs 3 and 4 in this run
     assert counted["twice"]["records"] == 2 * 60
     assert counted["o1"]["records"] == counted["n_union"]["records"] == 2 * 5  # 5 keys, both epochs
+
+
+def test_edges_from_ports_other_than_out_are_labelled_with_the_port() -> None:
+    from falkirk.control.domains import topology
+    from falkirk.execution.description import describe
+    from falkirk.observe.dashboard import graph_dot
+
+    p = Pipeline("ports")
+    valid, rejected = p.source("src", keyed_generator(batches=1, rows_per_batch=1, keys=1, seed=1)).validate("check", lambda df: df)
+    valid.sink("good", MemorySink())
+    rejected.sink("bad", MemorySink())
+    dot = graph_dot(describe(p, None, topology(p)))
+    assert '"check" -> "bad" [label="rejected"' in dot and '"check" -> "good" [label="valid"' in dot
+    assert '"src" -> "check";' in dot  # the usual output: no label

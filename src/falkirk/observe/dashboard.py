@@ -59,6 +59,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from falkirk.graph import GraphError
+from falkirk.graph.edge_id import EdgeId
 from falkirk.observe.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
@@ -109,7 +110,9 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 def graph_dot(description: dict[str, Any]) -> str:
     """The pipeline as Graphviz DOT: one box per processor (id ``proc-NAME``), filled
-    by policy, with a third label line the page fills with live figures."""
+    by policy, with a third label line the page fills with live figures; an edge
+    from an output other than ``out`` is labelled with its port (``late``,
+    ``rejected``, ``errors``...)."""
     lines = [
         "digraph falkirk {",
         '  rankdir=LR; bgcolor="transparent";',
@@ -120,8 +123,10 @@ def graph_dot(description: dict[str, Any]) -> str:
         fill = POLICY_COLOURS.get(info["policy"], OTHER_COLOUR)
         label = "\\n".join([_dot(name), _dot(f"{info['kind']} · {info['policy']}"), "epoch 0000 · 00000 rows/s"])
         lines.append(f'  "{_dot(name)}" [id="proc-{_dot(name)}", label="{label}", fillcolor="{fill}"];')
-    for edge in description["topology"]["edges"].values():
-        lines.append(f'  "{_dot(edge["src"])}" -> "{_dot(edge["dst"])}";')
+    for name, edge in description["topology"]["edges"].items():
+        port = EdgeId.parse(name).port
+        label = "" if port == "out" else f' [label="{_dot(port)}", fontname="Helvetica", fontsize=9, fontcolor="#444444"]'
+        lines.append(f'  "{_dot(edge["src"])}" -> "{_dot(edge["dst"])}"{label};')
     lines.append("}")
     return "\n".join(lines)
 
