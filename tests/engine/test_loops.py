@@ -229,7 +229,9 @@ def test_status_and_the_dashboard_show_a_loops_times(spark, rows: Path, tmp_path
     from falkirk.ops.status import status
 
     pipeline = build(str(rows), str(tmp_path / "out"), EagerCheckpoint())
-    Engine(pipeline, tmp_path / "state", spark=spark, ui="127.0.0.1:0").run(max_epochs=2)
+    engine = Engine(pipeline, tmp_path / "state", spark=spark, ui="127.0.0.1:0")
+    engine.run(max_epochs=2)
+    engine.close()
     report = status(str(tmp_path / "state"))
     json.loads(json.dumps(report, allow_nan=False))
     assert report["processors"]["steps"]["rollback_points"][-1] == [2, "inf"]

@@ -65,6 +65,7 @@ def test_the_readme_example_with_carol_xx_runs_to_the_end_with_the_row_set_aside
     write(tmp_path / "in", {"a-1.csv": "user,ts\nalice,1\nbob,2\n", "a-2.csv": "user,ts\nalice,3\ncarol,xx\ncarol,4\n"})
     engine = Engine(readme_pipeline(tmp_path), str(tmp_path / "state"), spark=spark, ui="127.0.0.1:0", max_in_flight=2)
     report = engine.run()
+    engine.close()
     assert report.epochs == [1, 2] and report.set_aside == [("parse", 2, 1)]
     assert engine.telemetry is not None
     metrics = generate_latest(engine.telemetry.registry).decode()

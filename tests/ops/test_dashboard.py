@@ -107,6 +107,7 @@ def running(spark: SparkSession, tmp_path: Path) -> Iterator[Running]:
     r = Running(spark, tmp_path / "state")
     yield r
     r.stop()
+    r.engine.close()
 
 
 def test_status_json_and_metrics_while_a_pipeline_runs(running: Running) -> None:
@@ -230,8 +231,14 @@ def test_counts_through_a_self_join_and_a_self_union_and_a_restart_recovery(spar
     Engine(pipeline(), root, spark=spark).run(max_epochs=2)  # then "crashes": a restart recovers
     engine = Engine(pipeline(), root, spark=spark, ui="127.0.0.1:0")
     engine.run()
-    assert engine.telemetry is not None
-    status = engine.telemetry.status()
+    assert engine.telemetry is not None and engine.dashboard is not None
+    url = engine.dashboard.url
+    with urllib.request.urlopen(url + "/api/status", timeout=10) as response:  # still up after run() returned
+        status = json.loads(response.read())
+    assert status["run_ended"] == "finished" and status["timeline"][-1]["detail"] == "run finished"
+    engine.close()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/api/status", timeout=5)
     assert status["epoch"] == 4
     assert status["last_recovery"]["kind"] == "restart"
     assert status["last_recovery"]["frontiers"]["n_union"] == 2, status["last_recovery"]

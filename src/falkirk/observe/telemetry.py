@@ -85,6 +85,8 @@ class Telemetry:
         self.started = time.time()
         self.events: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
         self.last_recovery: dict[str, Any] | None = None
+        #: None while a run runs; then how the last run ended (see :meth:`ended`).
+        self.run_ended: str | None = None
         self.registry = CollectorRegistry()
         self.epochs_committed = Counter("falkirk_epochs_committed", "Epochs committed", registry=self.registry)
         self.records = Counter("falkirk_records", "Rows each processor emitted", ["processor"], registry=self.registry)
@@ -210,6 +212,18 @@ class Telemetry:
         chosen = ", ".join(f"{p}→{e}" for p, e in sorted(frontiers.items()))
         self.event("recovery", f"{kind}: {chosen}", None, seconds)
 
+    def began(self) -> None:
+        """A run (again) under way."""
+        with self._lock:
+            self.run_ended = None
+
+    def ended(self, how: str) -> None:
+        """The run ended: ``how`` in words (``"finished"``, ``"stopped by SIGINT"``,
+        ``"failed: ..."``). The dashboard stays up and says so."""
+        with self._lock:
+            self.run_ended = how
+        self.event("end", f"run {how}", self.epoch)
+
     # -- read by the dashboard ----------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
@@ -222,5 +236,6 @@ class Telemetry:
                 "processors": {n: asdict(v) for n, v in self.processors.items()},
                 "edges": [list(e) for e in self.edges],
                 "last_recovery": self.last_recovery,
+                "run_ended": self.run_ended,
                 "timeline": list(self.events)[-100:],
             }

@@ -81,7 +81,7 @@ from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import StopRequest, stop_on_signals
-from falkirk.spark.errors import as_storage_error, is_executor_loss
+from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import spark_session
 from falkirk.storage import StorageFullError
@@ -175,7 +175,9 @@ class Engine:
         self.barriers = BarrierClock(pipeline.checkpoints)
         self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
         #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
-        #: JSON status and Prometheus metrics, served while :meth:`run` runs.
+        #: JSON status and Prometheus metrics, served from the first :meth:`run` on and
+        #: kept up after it returns or fails (saying how it ended) until :meth:`close`
+        #: or the process exits.
         #: A host other than the loopback needs ``ui_token=`` (a bearer token every
         #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.observe.dashboard`).
         #: ``FALKIRK_UI_TOKEN`` gives the token when ``ui_token`` is not given.
@@ -263,11 +265,14 @@ class Engine:
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         schedule = _Schedule(max_epochs, idle_timeout, poll_interval, finish)
-        if self.ui is not None and self.telemetry is not None:
+        if self.ui is not None and self.telemetry is not None and self.dashboard is None:
             from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for
 
             self.dashboard = Dashboard(self.telemetry, self.description, *self.ui, token=self._ui_token)
             self.dashboard.start()
+        if self.telemetry is not None:
+            self.telemetry.began()
+        ended = "failed"
         self._stop.begin()
         started = time.perf_counter()
         self._display = display_for(self.pipeline.name, self.progress)
@@ -280,17 +285,26 @@ class Engine:
             if self._stop.asked:
                 last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
                 self._stop.stopped(report, last, self.root)
+            ended = f"stopped by {report.stopped}" if report.stopped else "finished"
             return report
         except Exception as exc:  # whichever write found its file system full: say which, in one line
             said = self._full_disk(exc) or self._stop.ended_by(exc, self.spark)
+            ended = f"failed: {first_line(said or exc)}"
             if said is not None:
                 raise said from exc
             raise
         finally:
             self._stop.end()
             self._display = None
-            if self.dashboard is not None:
-                self.dashboard.stop()
+            if self.telemetry is not None:
+                self.telemetry.ended(ended)
+
+    def close(self) -> None:
+        """Stop the dashboard (``ui=``), which otherwise stays up after :meth:`run`
+        returns or fails - showing how the run ended - until the process exits."""
+        if self.dashboard is not None:
+            self.dashboard.stop()
+            self.dashboard = None
 
     def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         if standby:
