@@ -59,7 +59,7 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --require-hashes -r requirements/tools.txt
 "${pip[@]}" --require-hashes -r requirements/lock.txt
 "${pip[@]}" --no-deps --no-build-isolation -e .
-# A class-data sharing archive for the driver JVM (once; ~30 s): Spark sessions start
+# A class-data sharing archive for the driver JVM (once; about a minute): Spark sessions start
 # ~3 s faster, and so does recovery. Falkirk works without it.
 .venv/bin/falkirk warm-up
 echo "bootstrap: ready ($(.venv/bin/python --version), falkirk $(.venv/bin/python -c 'import falkirk; print(falkirk.__version__)'))"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -88,9 +89,10 @@ def _scenarios(args: argparse.Namespace) -> int:
 def _warm_up(args: argparse.Namespace) -> int:
     from falkirk import warmup
 
-    print("falkirk: building the JVM's class-data sharing archive (once; ~30 s if not built yet)...", file=sys.stderr, flush=True)
+    print("falkirk: building the JVM's class-data sharing archive (once; about a minute on two cores if not built yet)...", file=sys.stderr, flush=True)
+    started = time.monotonic()
     built = warmup.build()
-    print(f"falkirk: class-data sharing archive: {built or 'none (Spark starts without it)'}")
+    print(f"falkirk: class-data sharing archive: {built or 'none (Spark starts without it)'} ({time.monotonic() - started:.0f} s)")
     return 0
 
 
