@@ -2,7 +2,7 @@
 # Audits the locked environment (requirements/lock.txt and tools.txt) with pip-audit
 # against the Python Packaging Advisory Database (PyPI's vulnerability service).
 # Prints one line per known vulnerability and exits non-zero if there is one; the
-# README's "Security" section records the last result and its date.
+# docs/how-to/security.md records the last result and its date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=$(mktemp -d)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark harness (README, "Benchmarks"): installs what it needs, then runs
+# The benchmark harness (docs/benchmarks.md): installs what it needs, then runs
 # bench/run.py with the given arguments (for example --quick, --runs 5).
 #   - Falkirk's virtualenv (.venv, scripts/bootstrap.sh) plus matplotlib for plots;
 #   - PyFlink in its own virtualenv (.venv-flink): it pins versions of pandas and

@@ -11,7 +11,7 @@ trap 'rm -rf "$tools"' EXIT
 python3 -m venv "$tools"
 "$tools/bin/pip" install -q uv
 uv=("$tools/bin/uv" pip compile --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --no-header --index-url https://pypi.org/simple)
-"${uv[@]}" pyproject.toml --extra dev --extra spark --extra services --extra bench -o requirements/lock.txt
+"${uv[@]}" pyproject.toml --extra dev --extra spark --extra services --extra bench --extra docs -o requirements/lock.txt
 printf "pip\nsetuptools\nwheel\n" > "$tools/tools.in"
 "${uv[@]}" "$tools/tools.in" -o requirements/tools.txt
 sed -i "s|-r $tools/tools.in|scripts/bootstrap.sh|" requirements/tools.txt

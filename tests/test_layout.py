@@ -1,4 +1,4 @@
-"""The layering the README's Layout section promises: packages import only from
+"""The layering docs/core.md's Layout section promises: packages import only from
 layers below their own, and, checked on fresh interpreters (this test process has
 imported everything already), the logical times, the recovery solver and the control
 plane never load Spark, and building an engine never loads the dashboard's web server

@@ -5,7 +5,7 @@ exactly (the whole output is compared with an independent batch computation).
 The disks are real: small tmpfs mounts (tests/tmpfs.py), filled once some epochs
 have committed, so that Spark's Parquet writers (JVM) and SQLite's commits hit
 ``ENOSPC`` themselves. An example run on a full disk prints that one line as its
-whole error, and exits 2 (README, exit codes).
+whole error, and exits 2 (docs/how-to/operating.md, exit codes).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_full_storage_root_is_named_and_a_restart_recovers_exactly(spark, clicks
 
 
 def test_an_example_says_a_full_disk_in_one_line_and_exits_2(clicks: Path, small: Path, tmp_path: Path) -> None:
-    """No traceback, no JVM stack traces: one ``error:`` line last, exit code 2 (README)."""
+    """No traceback, no JVM stack traces: one ``error:`` line last, exit code 2 (docs/how-to/operating.md)."""
     fill(small)
     args = ["--input", str(clicks), "--output", str(small / "out"), "--storage", str(tmp_path / "state"), "--rejected", str(tmp_path / "rej")]
     done = subprocess.run([sys.executable, str(EXAMPLES / "clickstream.py"), *args], capture_output=True, text=True, timeout=600)

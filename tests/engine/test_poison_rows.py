@@ -33,7 +33,7 @@ CAST_ERROR = "[CAST_INVALID_INPUT] The value 'xx'"
 
 
 def readme_pipeline(work: Path, **options: object) -> Pipeline:
-    """The README's first example ("Writing a pipeline")."""
+    """The first example of docs/how-to/pipelines.md."""
     p = Pipeline("clicks", **options)  # type: ignore[arg-type]
     raw = p.source(
         "events",

@@ -28,7 +28,7 @@ PARSE_LINE = inspect.getsourcelines(parse)[1] + 1
 
 
 def readme_pipeline(work: Path) -> Pipeline:
-    """The README's first example ("Writing a pipeline")."""
+    """The first example of docs/how-to/pipelines.md."""
     p = Pipeline("clicks", on_error="stop")  # the error stops the run (the default sets the row aside)
     raw = p.source(
         "events",

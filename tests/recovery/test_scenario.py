@@ -41,15 +41,6 @@ def test_issue_example_parses_and_solves() -> None:
     assert set(out["resend"]) == {"e1"}
 
 
-def test_readme_example_parses_with_an_external_input() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("## `falkirk solve`")[1].split("```json")[1].split("```")[0]
-    scenario = parse_scenario(json.loads(block))
-    assert "e0" not in scenario.topology.edges
-    out = solve(scenario.topology, scenario.available).to_json()
-    assert out["frontiers"] == {"p": [], "h": [], "s": []}
-
-
 def test_loop_entry_notification_frontier_is_unbounded() -> None:
     doc = base()
     doc["checkpoints"]["h"] = [{"frontier": "top", "delivered": {"e1": [[3, "inf"]]}, "notifications": [[3, 0]]}]

@@ -8,7 +8,7 @@ the engine finds the rows that cause it (:mod:`falkirk.execution.isolation`):
   error's text, the processor and the epoch, on the processor's ``errors`` output
   (:meth:`~falkirk.graph.Stream.errors`). Connect a sink to it to keep them where
   you want; left unconnected, they go to the quarantine table inside the storage
-  root (``falkirk inspect ROOT --quarantine``), counted by ``falkirk status`` and
+  root (``falkirk inspect ROOT quarantine``), counted by ``falkirk status`` and
   the metrics. Either way no row is silently dropped, and a replay of the epoch
   after a crash quarantines exactly the same rows: their identities are committed
   with the epoch.

@@ -1,6 +1,6 @@
 """How a command built on the engine ends: its exit code and its last line.
 
-Exit codes (the README's table): 0 when the run ended by itself or
+Exit codes (docs/how-to/operating.md, exit codes): 0 when the run ended by itself or
 :meth:`Engine.stop <falkirk.runtime.Engine.stop>` stopped it; 2 for a Falkirk error
 (one line says what was seen and what to do); 128 + the signal's number when SIGINT
 (130) or SIGTERM (143) stopped it, cleanly or abandoning the epochs in flight.

@@ -52,7 +52,7 @@ DEFAULTS: dict[str, str] = {
     # The JVM's optimising (C2) JIT compiler spent a third of the CPU of a W1 benchmark
     # run on two cores, competing with the tasks; the quick (C1) compiler alone cut
     # that run's time by a quarter and did not slow W2. The parallel collector
-    # spends less CPU than G1's concurrent work on two cores. (README, Benchmarks.)
+    # spends less CPU than G1's concurrent work on two cores. (docs/benchmarks.md.)
     # Spark's generated code fills C1's default 48 MB code cache after a few minutes of
     # epochs; the JIT then stops compiling for good ("CodeCache is full. Compiler has
     # been disabled") and every later epoch runs interpreted: 256 MB holds it.

@@ -26,7 +26,7 @@ submit work to the cluster nor join it. Executors run the driver's Python interp
 (``spark.pyspark.python``, set by :func:`falkirk.spark.session.spark_session`): on
 this machine that is the same virtualenv, with ``falkirk`` installed. On a cluster
 of several machines give executors the environment with ``spark.archives`` (see the
-README, "Running on a Spark cluster").
+docs/how-to/cluster.md).
 
 Nothing here imports pyspark's Python API: the cluster's processes are the JVM's.
 """

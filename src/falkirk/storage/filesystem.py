@@ -459,7 +459,7 @@ class HadoopFileSystem:
         if src_local is not None and dst_local is not None:
             return self._local.rename_new(src_local, dst_local)
         # Atomic on HDFS (the NameNode refuses an existing destination). Object stores
-        # without atomic rename cannot fence two drivers this way (README, storage).
+        # without atomic rename cannot fence two drivers this way (docs/recovery.md).
         if self.size(dst) is not None:
             return False
         try:
