@@ -31,7 +31,7 @@ TUTORIALS = sorted((DOCS / "tutorial").glob("*.md"))
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 #: What differs from run to run in a report line: times, and the row counts a run
 #: makes only with a progress display (on a terminal).
-VARYING = [(re.compile(r", [\d,]+ input rows"), ""), (re.compile(r" in [\d.]+ s"), ""), (re.compile(r" \([\d,]+ rows/s\)"), "")]
+VARYING = [(re.compile(r", [\d,]+ input rows"), ""), (re.compile(r" in [\d.]+ s"), ""), (re.compile(r" \([\d,.]+ rows/s\)"), "")]
 
 
 @dataclass

@@ -30,6 +30,7 @@ def test_a_plain_run_is_one_line_and_a_recovered_one_says_what_it_resumed_from()
 def test_a_counted_run_says_its_rows_and_rate() -> None:
     counted = RunReport(epochs=[1, 2], seconds=4.0, records=12000)
     assert str(counted) == "2 epochs committed (epochs 1-2), 12,000 input rows in 4.0 s (3,000 rows/s)"
+    assert str(RunReport(epochs=[1], seconds=16.4, records=6)) == "1 epoch committed (epoch 1), 6 input rows in 16.4 s (0.4 rows/s)"
 
 
 def test_a_run_with_nothing_new_says_so_and_one_stopped_before_its_first_epoch_says_that() -> None:

@@ -118,7 +118,8 @@ def _epochs(epochs: list[int], seconds: float, records: int | None, stopped: str
         return f"no epoch committed{took}" + (f"; stopped by {stopped}" if stopped else " (no new input)")
     span = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {min(epochs)}-{max(epochs)}"
     rows = f", {records:,} input rows" if records is not None else ""
-    rate = f" ({records / seconds:,.0f} rows/s)" if records and seconds else ""
+    per_second = records / seconds if records and seconds else 0.0
+    rate = f" ({per_second:,.0f} rows/s)" if per_second >= 10 else f" ({per_second:.1f} rows/s)" if per_second else ""
     line = f"{len(epochs)} epoch{'' if len(epochs) == 1 else 's'} committed ({span}){rows}{took}{rate}"
     return line + (f"; stopped by {stopped}" if stopped else "")
 
