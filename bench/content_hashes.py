@@ -5,7 +5,7 @@ a replay over input files put back costs, side by side in one Spark session.
 
 W2 (count, sum and max per key over CSV files, ``LazyCheckpoint(every=4)``, every
 changed key per epoch to Parquet), run to the end of the input with and without the
-hashes (one ``binaryFile`` Spark job per epoch in the background), interleaved in every
+hashes (one Spark job per epoch in the background: Python tasks hashing local files in 1 MiB chunks), interleaved in every
 round; and the same with a fan-out (a map whose output two branches read, the second
 writing every hundredth row). Then the restart cost: a run stopped after
 ``--batches - 1`` epochs (its checkpoint 2 epochs behind) restarts and finishes, once
