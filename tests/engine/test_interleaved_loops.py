@@ -38,6 +38,8 @@ from falkirk.time.ticks import Tick
 RUNNER = Path(__file__).with_name("interleave_pipeline.py")
 EPOCHS = [[2**20, 3 * 2**18, 777], [5, 3], [2**12 + 1, 9], [1, 2], [6]]
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def numbers(tmp_path: Path) -> Path:

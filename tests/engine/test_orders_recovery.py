@@ -7,7 +7,6 @@ plain-Python computation of the contract, ``expected``)."""
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from falkirk.runtime import Engine
 from falkirk.testing.orders import Expected, batch_expected, expected, write_input
 from falkirk.testing.verify import differences
 from falkirk.testing.visibility import CommittedOnly
-from tests.engine.examples import finish, kill_at_each
+from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -59,11 +58,12 @@ def check(work: Path, want: Expected) -> None:
 
 
 #: Each run is killed at the next point (the n-th time that run reaches it, its
-#: recovery included): the join's state written and not committed, a sink's epoch
-#: written, the join's old state collected; then the rest of the input runs to the
-#: end. The other generic points run the same code for any pipeline and are killed
-#: at in the clickstream chains (each killed run is a driver start on CI's clock).
-CHAIN = ["commit.before:3", "sink.written:1", "gc.before:1"]
+#: recovery included): the join's state written and not committed, the join's old
+#: state collected; then a run killed at a random moment once epochs are out, and the
+#: rest of the input runs to the end. The other generic points run the same code for
+#: any pipeline and are killed at in the clickstream chains (each killed run is a
+#: driver start on CI's clock).
+CHAIN = ["commit.before:3", "gc.before:1"]
 
 
 def run_here(spark: SparkSession, inputs: tuple[Path, Path, Expected], work: Path) -> None:
@@ -72,25 +72,15 @@ def run_here(spark: SparkSession, inputs: tuple[Path, Path, Expected], work: Pat
     Engine(pipeline, work / "state", spark=spark).run()
 
 
-def test_killed_at_each_crash_point(spark: SparkSession, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
+def test_killed_at_each_crash_point_and_at_a_random_moment(spark: SparkSession, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
     visible = CommittedOnly(tmp_path / "state")
     kill_at_each(lambda point: start(inputs, tmp_path, crash=point), CHAIN, visible)
-    run_here(spark, inputs, tmp_path)
-    check(tmp_path, inputs[2])
-
-
-def test_repeated_kills_at_random_moments(spark: SparkSession, inputs: tuple[Path, Path, Expected], tmp_path: Path) -> None:
-    rng = random.Random(5)
-    for committed in (1, 3):  # kill at a random moment once so many epochs are out
-        proc = start(inputs, tmp_path)
-        deadline = time.monotonic() + 300
-        while len(list((tmp_path / "out").glob("epoch-*.parquet"))) <= committed and proc.poll() is None:
-            assert time.monotonic() < deadline, "no progress"
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 2.0))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        finish(proc)
+    proc = start(inputs, tmp_path)
+    deadline = time.monotonic() + 300
+    while len(list((tmp_path / "out").glob("epoch-*.parquet"))) <= 3 and proc.poll() is None:
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.05)
+    kill_at_a_random_moment(proc, random.Random(5).uniform(0.0, 2.0), visible)
     # (a kill inside a recovery, recovery.restored, is the clickstream recovery chain's)
     run_here(spark, inputs, tmp_path)
     check(tmp_path, inputs[2])

@@ -38,6 +38,9 @@ def rows(tmp_path: Path) -> Path:
     return tmp_path / "in"
 
 
+pytestmark = pytest.mark.slow
+
+
 def output(work: Path) -> pd.DataFrame:
     got = pd.read_parquet(work / "out")[["user", "seq", "amount", "balance", "epoch"]].astype("int64")
     assert not got.duplicated("seq").any(), "a record was applied twice"
@@ -102,11 +105,11 @@ def test_a_crash_mid_epoch_resumes_after_the_last_committed_chunk(spark, rows: P
 
 
 #: Each run is killed at the next point (the n-th time that run reaches it, its
-#: recovery included), so each recovers from the previous kill: every step of a
-#: chunk - written, committed, its logs collected - is recovered from, and the rest
-#: runs to the end. (The loop's and the sink's generic points are killed at in the
-#: loop and example chains; each killed run is a driver start on CI's clock.)
-CHUNK_CHAIN = ["chunk.committed:4", "chunk.written:1", "gc.before:1"]
+#: recovery included), so each recovers from the previous kill: a chunk written and
+#: not committed, its logs collected - and the rest runs to the end. (A committed
+#: chunk: the two tests above; the loop's and the sink's generic points are killed at
+#: in the loop and example chains; each killed run is a driver start on CI's clock.)
+CHUNK_CHAIN = ["chunk.written:1", "gc.before:1"]
 
 
 def test_crashes_at_every_step_of_a_chunk(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -124,10 +127,10 @@ def test_a_restart_with_another_chunk_size_replays_the_committed_chunks(spark, r
 
 
 def test_kills_at_random_moments(spark, rows: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Two SIGKILLs at random moments (each after the JVM started), then a run to the end."""
+    """A SIGKILL at a random moment (after the JVM started), then a run to the end."""
     rng = random.Random(16)
     args = [str(rows), str(tmp_path / "out"), str(tmp_path / "state"), "1"]
-    for _ in range(2):
+    for _ in range(1):
         proc = subprocess.Popen([sys.executable, str(RUNNER), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(9.0, 16.0))
         proc.send_signal(signal.SIGKILL)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +29,7 @@ from falkirk.graph import PipelineChangedError
 from falkirk.runtime import Engine
 from falkirk.testing.visibility import CommittedOnly
 from falkirk.testing.windowed import expected, read_input, write_input
-from tests.engine.examples import finish, kill_at_each
+from tests.engine.examples import finish, kill_at_a_random_moment, kill_at_each
 from tests.engine.examples import start as run_example
 
 pytestmark = pytest.mark.slow
@@ -110,29 +109,30 @@ def test_an_uninterrupted_run_matches_plain_python(spark: SparkSession, files: P
 
 
 #: Each run is killed at the next point (the n-th time it reaches it, recovery
-#: included), then the last run finishes: every CEC step - the log written and not
-#: committed, the commit, the collection of the extent and input before T - is
-#: recovered from, by a recovery that itself rebuilt an eventual checkpoint.
-SESSION_CHAIN = ["state.written:2", "commit.after:2", "gc.before:1"]
+#: included): the log written and not committed, the collection of the extent and
+#: input before T - each recovered from by a recovery that itself rebuilt an eventual
+#: checkpoint; then a run killed at a random moment, and the last run finishes. (A
+#: kill after a commit under CEC: the sliding chain below.)
+SESSION_CHAIN = ["state.written:2", "gc.before:1"]
 
 
-def test_cec_killed_at_every_step(spark: SparkSession, files: Path, tmp_path: Path) -> None:
+def test_cec_killed_at_every_step_and_at_a_random_moment(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     visible = CommittedOnly(tmp_path / "state")
     kill_at_each(lambda point: start(files, tmp_path, "session", crash=point), SESSION_CHAIN, visible)
+    kill_at_a_random_moment(start(files, tmp_path, "session"), random.Random(23).uniform(6, 16), visible)
     run_here(spark, files, tmp_path, "session")
     check(files, tmp_path, "session")
 
 
 def test_cec_killed_before_a_commit_and_during_recovery(spark: SparkSession, files: Path, tmp_path: Path) -> None:
     """Sliding windows without G_check (T stays at the oldest open window's opening,
-    epochs back): a kill before an epoch's commit (its log written, not committed);
-    then one after several commits, which leaves a committed extent to rebuild and
+    epochs back): a kill after several commits, which leaves a committed extent to rebuild and
     input to replay; the next ones land inside those recoveries: the eventual
     checkpoint loaded, an epoch replayed. (``recovery.restored``, the end of every
     recovery, is killed at in the other examples' chains; each killed run is a driver
     start on CI's clock.)"""
     lagging = ["--replay-target", "100000"]
-    points = ["commit.before:2", "commit.after:5", "catch_up.started:1", "catch_up.epoch:2"]
+    points = ["commit.after:5", "catch_up.started:1", "catch_up.epoch:2"]
     visible = CommittedOnly(tmp_path / "state")
     kill_at_each(lambda point: start(files, tmp_path, "sliding", crash=point, cec_args=lagging), points, visible)
     run_here(spark, files, tmp_path, "sliding", cec_args=lagging)
@@ -144,18 +144,6 @@ def test_checkpoint_policies_killed(spark: SparkSession, files: Path, tmp_path: 
     assert finish(start(files, tmp_path, shape, policy, crash=point)) == -signal.SIGKILL
     run_here(spark, files, tmp_path, shape, policy)
     check(files, tmp_path, shape)
-
-
-def test_cec_killed_at_random_moments(spark: SparkSession, files: Path, tmp_path: Path) -> None:
-    rng = random.Random(23)
-    for _ in range(2):
-        proc = start(files, tmp_path, "session")
-        time.sleep(rng.uniform(6, 16))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        finish(proc)
-    run_here(spark, files, tmp_path, "session")
-    check(files, tmp_path, "session")
 
 
 def test_a_restart_with_other_settings_is_refused(spark: SparkSession, files: Path, tmp_path: Path) -> None:
