@@ -66,7 +66,11 @@ def _solve(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from falkirk.crash_demo import main as run_demo
 
-    return run_demo(args.workdir, files=args.files)
+    try:
+        return run_demo(args.workdir, files=args.files)
+    except KeyboardInterrupt:  # Ctrl-C reaches the example too, which stops cleanly
+        print("falkirk demo: interrupted", file=sys.stderr)
+        return 130
 
 
 def _scenarios(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ def _run(args: list[str], crash: str | None) -> tuple[int, float]:
     if crash:
         env["FALKIRK_CRASH_AT"] = crash
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(EXAMPLE), *args, "--progress", "-v"], env=env, check=False)
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *args, "--progress"], env=env, check=False)
     return proc.returncode, time.perf_counter() - started
 
 
@@ -56,7 +56,7 @@ def main(workdir: str | None = None, files: int = 12, sessions_per_file: int = 4
     print(f"\n== run 1: will be killed with SIGKILL during epoch {kill_epoch} (after its sink write, before its commit)")
     code, secs = _run(args, crash=f"sink.written:{2 * kill_epoch}")
     print(f"-- run 1 ended with exit status {code} ({'killed by SIGKILL' if code == -9 else 'not killed'}) after {secs:.1f} s")
-    print("\n== run 2: same arguments; recovery below (INFO lines 'recovery ...')")
+    print("\n== run 2: same arguments; what its recovery chose, in plain words, below ('recovered: ...')")
     code, secs = _run(args, crash=None)
     print(f"-- run 2 exited {code} after {secs:.1f} s")
     if code != 0:
