@@ -31,6 +31,8 @@ from falkirk.storage.schema import with_crc
 from falkirk.testing.services import PostgresServer
 from tests.engine.identity_pipeline import NAME, SINK, build_pipeline
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = Path(__file__).with_name("identity_pipeline.py")
 FILES = 6
 ROWS = 5

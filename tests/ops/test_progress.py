@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 
 from falkirk.graph import Pipeline
 from falkirk.io import FileSource, ParquetTableSink
-from falkirk.observe.progress import Progress
 from falkirk.runtime import Engine, RunReport
+from falkirk.runtime.progress import Progress
 
 
 def report() -> RunReport:
@@ -47,7 +47,7 @@ def test_plain_lines_when_not_a_terminal() -> None:
 
 def test_a_live_display_on_a_terminal() -> None:
     script = (
-        "from falkirk.observe.progress import Progress\n"
+        "from falkirk.runtime.progress import Progress\n"
         "from falkirk.runtime import RunReport\n"
         "with Progress('job') as p:\n"
         "    p.doing('starting Spark')\n"

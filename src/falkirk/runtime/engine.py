@@ -74,11 +74,11 @@ from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline
 from falkirk.observe.address import parse_address
-from falkirk.observe.progress import Progress, display_for, epoch_line
-from falkirk.observe.progress import logger as progress_logger
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
+from falkirk.runtime.progress import Progress, display_for, epoch_line
+from falkirk.runtime.progress import logger as progress_logger
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
@@ -162,7 +162,7 @@ class Engine:
         self.on_epoch = on_epoch
         #: ``progress``: None shows a live line while :meth:`run` runs when stdout is
         #: a terminal (nothing per epoch otherwise), True also a plain line per epoch
-        #: off a terminal, False nothing (:mod:`falkirk.observe.progress`).
+        #: off a terminal, False nothing (:mod:`falkirk.runtime.progress`).
         self.progress = progress
         self._display: Progress | None = None
         self.topology = topology(pipeline)

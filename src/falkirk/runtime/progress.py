@@ -87,6 +87,7 @@ class Progress:
         self.epochs += 1
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, detail=epoch_line(epoch, seconds, report))
+            self._progress.refresh()  # drawn now: an epoch shows even if the next comes within a refresh
         else:
             print(epoch_line(epoch, seconds, report), file=self.stream, flush=True)
 
