@@ -124,6 +124,8 @@ def put_back_committed_input(state: Path, given: Path) -> int:
 
 
 RUNNER = Path(__file__).with_name("payments_runner.py")
+#: The isolation's crash points, each killed at with bad values in each kind of step.
+ISOLATION_POINTS = ["quarantine.found:1", "quarantine.written:1"]
 
 
 def start_variant(variant: str, files: Path, work: Path, crash: str | None = None) -> subprocess.Popen[bytes]:
@@ -149,11 +151,11 @@ def few_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_python_function_killed_at_each_isolation_point(spark: SparkSession, few_files: Path, tmp_path: Path) -> None:
-    """Bad values in a user's Python function (a UDF raising ValueError): killed with
-    the failing rows written, not committed (the JVM chain above kills at the other
-    points of the isolation, which run the same code whatever failed)."""
+    """Bad values in a user's Python function (a UDF raising ValueError): killed at
+    each crash point of the isolation (the failing rows found; written, not committed).
+    The commit's points are the JVM chain's above."""
     visible = CommittedOnly(tmp_path / "state")
-    kill_at_each(lambda point: start_variant("udf", few_files, tmp_path, point), ["quarantine.written:1"], visible)
+    kill_at_each(lambda point: start_variant("udf", few_files, tmp_path, point), ISOLATION_POINTS, visible)
     assert run_variant_here("udf", few_files, tmp_path) == 0
     visible.check()
     assert_output(tmp_path / "out", expected(few_files))
@@ -163,7 +165,7 @@ def test_a_keyed_function_killed_at_each_isolation_point(spark: SparkSession, fe
     """Bad values in a keyed processor: a ``stateful`` function raising on a user's
     rows of an epoch sets all of them aside (and the user's state stays as it was)."""
     visible = CommittedOnly(tmp_path / "state")
-    kill_at_each(lambda point: start_variant("keyed", few_files, tmp_path, point), ["quarantine.written:1"], visible)
+    kill_at_each(lambda point: start_variant("keyed", few_files, tmp_path, point), ISOLATION_POINTS, visible)
     assert run_variant_here("keyed", few_files, tmp_path) == 0
     visible.check()
     want = expected_by_key(few_files)
