@@ -36,7 +36,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -77,8 +76,7 @@ from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
-from falkirk.runtime.progress import Progress, display_for, epoch_line
-from falkirk.runtime.progress import logger as progress_logger
+from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
@@ -159,12 +157,10 @@ class Engine:
             self._pair_at = (pair, pair_name or pipeline.name)
         elif pair_name is not None:
             raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
-        self.on_epoch = on_epoch
         #: ``progress``: None shows a live line while :meth:`run` runs when stdout is
         #: a terminal (nothing per epoch otherwise), True also a plain line per epoch
         #: off a terminal, False nothing (:mod:`falkirk.runtime.progress`).
-        self.progress = progress
-        self._display: Progress | None = None
+        self.watchers = EpochWatchers(pipeline.name, progress, on_epoch)
         self.topology = topology(pipeline)
         #: What tools read of this pipeline in its storage root (and the dashboard draws).
         self.description = describe(pipeline, None, self.topology)
@@ -194,6 +190,15 @@ class Engine:
         self._current: _Run | None = None
         #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
         self._stop = StopRequest()
+
+    @property
+    def on_epoch(self) -> Callable[[int, float, RunReport], None] | None:
+        """Called in the driver (epoch, seconds, report) when an epoch has committed."""
+        return self.watchers.on_epoch
+
+    @on_epoch.setter
+    def on_epoch(self, callback: Callable[[int, float, RunReport], None] | None) -> None:
+        self.watchers.on_epoch = callback
 
     def fail(self, processor: str) -> None:
         """Make ``processor`` lose its in-memory state after the current epoch (as if
@@ -275,11 +280,8 @@ class Engine:
         ended = "failed"
         self._stop.begin()
         started = time.perf_counter()
-        self._display = display_for(self.pipeline.name, self.progress)
         try:
-            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs), self._display or nullcontext():
-                if self._display is not None:
-                    self._display.doing(f"recovering from {self.root} if it holds a previous run")
+            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs), self.watchers.watching(self.root):
                 report = self._run_locked(schedule, standby, on_standby)
             report.seconds = time.perf_counter() - started
             if self._stop.asked:
@@ -295,7 +297,6 @@ class Engine:
             raise
         finally:
             self._stop.end()
-            self._display = None
             if self.telemetry is not None:
                 self.telemetry.ended(ended)
 
@@ -400,7 +401,7 @@ class Engine:
                 ledger=Ledger(self.pipeline, self.topology, store, ingress=self.pair),
                 report=self.report,
                 telemetry=self.telemetry,
-                counting=self._counting(),
+                counting=self.watchers.counting(self.telemetry is not None),
                 quarantine=Quarantines.read(store),
             )
             edges = self._start(state)  # refuses a root written by another pipeline
@@ -552,18 +553,7 @@ class Engine:
                 write.result()
             crash_point(CrashPoint.LOOP_COMPUTED)
         run.committer.epoch(work)
-        seconds = time.perf_counter() - work.started
-        if self._display is not None:
-            self._display.on_epoch(work.epoch, seconds, self.report)
-        elif progress_logger.isEnabledFor(logging.INFO):
-            progress_logger.info("%s: %s", self.pipeline.name, epoch_line(work.epoch, seconds, self.report))
-        if self.on_epoch:
-            self.on_epoch(work.epoch, seconds, self.report)
-
-    def _counting(self) -> bool:
-        """Whether epochs count their rows (for whom: see :class:`~falkirk.execution.work.EpochCounts`)."""
-        watched = self._display is not None or self.on_epoch is not None or self.telemetry is not None
-        return watched or progress_logger.isEnabledFor(logging.INFO)
+        self.watchers.committed(work.epoch, time.perf_counter() - work.started, self.report)
 
 
 @dataclass(frozen=True)

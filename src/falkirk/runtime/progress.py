@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from types import TracebackType
 from typing import TextIO
 
@@ -99,3 +101,41 @@ def display_for(name: str, progress: bool | None, stream: TextIO | None = None) 
     if progress is False or (progress is None and not terminal):
         return None
     return Progress(name, stream=stream, live=terminal)
+
+
+class EpochWatchers:
+    """Who hears of a run's committed epochs - the display (``progress``), the log at
+    INFO, the user's ``on_epoch`` - and so whether the run counts rows."""
+
+    def __init__(self, name: str, progress: bool | None, on_epoch: Callable[[int, float, RunReport], None] | None) -> None:
+        self.name = name
+        self.progress = progress
+        self.on_epoch = on_epoch
+        #: The display of the run under way (None: none, or no run).
+        self.display: Progress | None = None
+
+    @contextmanager
+    def watching(self, root: str) -> Iterator[None]:
+        """While a run runs: its display, if ``progress`` asks for one."""
+        self.display = display_for(self.name, self.progress)
+        try:
+            with self.display or nullcontext():
+                if self.display is not None:
+                    self.display.doing(f"recovering from {root} if it holds a previous run")
+                yield
+        finally:
+            self.display = None
+
+    def counting(self, telemetry: bool) -> bool:
+        """Whether epochs count their rows (for whom: see :class:`~falkirk.execution.work.EpochCounts`)."""
+        watched = self.display is not None or self.on_epoch is not None or telemetry
+        return watched or logger.isEnabledFor(logging.INFO)
+
+    def committed(self, epoch: int, seconds: float, report: RunReport) -> None:
+        """Epoch ``epoch`` committed ``seconds`` after it was planned."""
+        if self.display is not None:
+            self.display.on_epoch(epoch, seconds, report)
+        elif logger.isEnabledFor(logging.INFO):
+            logger.info("%s: %s", self.name, epoch_line(epoch, seconds, report))
+        if self.on_epoch:
+            self.on_epoch(epoch, seconds, report)
