@@ -22,7 +22,7 @@ from falkirk.testing.verify import differences
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 72
+EPOCHS = 48
 
 
 def published_bytes(root: Path) -> int:

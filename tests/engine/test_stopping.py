@@ -102,7 +102,7 @@ def ended(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
 
 def test_signals_stop_or_abandon_and_a_restart_resumes_exactly(spark: SparkSession, tmp_path: Path) -> None:
     inputs, work = tmp_path / "in", tmp_path / "work"
-    write_input(inputs, files=16, sessions_per_file=100, users=20, seed=11, bad_fraction=0.05)
+    write_input(inputs, files=16, sessions_per_file=50, users=20, seed=11, bad_fraction=0.05)
     visible = CommittedOnly(work / "state")
 
     # SIGINT (Ctrl-C): the epochs in flight commit, one line says where it stopped.

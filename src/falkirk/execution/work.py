@@ -77,7 +77,10 @@ class EpochCounts:
         """Take the counts Spark has reported since the last call."""
         for output, o in list(self.observed.items()):
             if o._jo is not None and o._jo.future().isCompleted():
-                self.arrived[output] = int(o.get.get("rows", 0))
+                # One call for the one metric (``Observation.get`` iterates the map
+                # through py4j, ending on a Java exception: ~30 ms each).
+                rows = o._jo.getAsJava().get("rows")
+                self.arrived[output] = int(rows) if rows is not None else 0
                 del self.observed[output]
 
     @property
