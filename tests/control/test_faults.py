@@ -33,7 +33,7 @@ def test_every_declared_point_is_reached_and_every_reached_point_is_declared() -
 
 
 def test_the_groups_hold_every_point_once() -> None:
-    groups = [faults.POINTS, faults.EDGE_POINTS, faults.BARRIER_POINTS, faults.LOOP_POINTS, faults.CHUNK_POINTS, faults.STATE_POINTS, faults.PAIR_POINTS, faults.QUARANTINE_POINTS]
+    groups = [faults.POINTS, faults.EDGE_POINTS, faults.BARRIER_POINTS, faults.LOOP_POINTS, faults.CHUNK_POINTS, faults.STATE_POINTS, faults.PAIR_POINTS, faults.QUARANTINE_POINTS, faults.UPGRADE_POINTS]
     listed = [p for g in groups for p in g]
     assert sorted(listed) == sorted(CrashPoint)
     assert "epoch.planned" in faults.POINTS  # names compare as the strings tests arm

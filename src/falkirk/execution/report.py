@@ -77,6 +77,10 @@ class RunReport:
     stopped: str | None = None
     #: Seconds the run took, from :meth:`~falkirk.runtime.Engine.run` to its return.
     seconds: float = 0.0
+    #: Partitions of every keyed state in this run (:mod:`falkirk.runtime.parallelism`).
+    partitions: int = 0
+    #: The number of partitions the root held before, when this run rescaled it.
+    rescaled_from: int | None = None
 
     def last_checkpoint(self) -> str | None:
         """The latest checkpoint as ``name@epoch (kind)``: written by this run, else
@@ -107,6 +111,8 @@ class RunReport:
             rows = sum(n for _, _, n in self.set_aside)
             where = ", ".join(f"{p} epoch {e}" for p, e, _ in self.set_aside[:3]) + (" ..." if len(self.set_aside) > 3 else "")
             lines.append(f"set aside: {rows} bad row(s) or file(s) ({where}); falkirk inspect STORAGE quarantine lists them")
+        if self.rescaled_from is not None:
+            lines.append(f"rescaled: the state went from {self.rescaled_from} to {self.partitions} partitions")
         if self.executor_losses:
             lines.append(f"executors lost: during epochs {', '.join(map(str, self.executor_losses))}, each recovered")
         return "\n".join(lines)

@@ -121,6 +121,10 @@ class Operator:
     def stop(self) -> None:
         """Called when the run ends, however it ends (a sink lets its lease go)."""
 
+    def wait_restored(self) -> None:
+        """Return once the state a restore loads in the background is loaded (and
+        raise what loading it raised); most operators restore at once."""
+
     # -- an epoch ----------------------------------------------------------------------
 
     def step(self, step: Step) -> dict[str, DataFrame]:

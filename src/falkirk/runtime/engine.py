@@ -76,13 +76,14 @@ from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
+from falkirk.runtime.parallelism import PARTITIONS_FACT, Parallelism, check_parallelism, resolve
 from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
-from falkirk.spark.session import spark_session
-from falkirk.storage import StorageFullError
+from falkirk.spark.session import engine_session, spark_session
+from falkirk.storage import MetaStore, StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
 
@@ -106,7 +107,14 @@ class Engine:
     machines are fenced by a lease in the root: a driver on another host whose
     heartbeat has not moved for ``lease_timeout`` seconds is taken to be dead (a dead
     driver on the same host is seen at once); whatever the timing, a driver whose
-    lease was taken can never commit again."""
+    lease was taken can never commit again.
+
+    ``parallelism=N`` sets the number of partitions of every keyed state. The root
+    records it at its first run (by default the session's
+    ``spark.sql.shuffle.partitions``) and later runs use the recorded number; a
+    different ``N`` rescales the state as it is restored
+    (:mod:`falkirk.runtime.parallelism`). The engine runs on its own clone of the
+    session, so its settings do not leak into the session it was given."""
 
     def __init__(
         self,
@@ -125,14 +133,23 @@ class Engine:
         replicas: int = 1,
         pair: str | None = None,
         pair_name: str | None = None,
+        parallelism: int | None = None,
     ) -> None:
         pipeline.check()
+        check_parallelism(parallelism)
         if max_in_flight < 1:
             raise GraphError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
         check_writable(storage, metadata_dir)  # before Spark's start-up: a read-only root is said at once
-        self.spark = spark or spark_session()
+        #: The engine's own clone of the session (:func:`~falkirk.spark.session.engine_session`).
+        self.spark = engine_session(spark or spark_session())
+        #: ``parallelism=N``: the number of partitions of every keyed state; the root
+        #: records it, and a number other than the recorded one rescales the state as
+        #: it is restored (:mod:`falkirk.runtime.parallelism`). None: the root's
+        #: number (a new root: the session's ``spark.sql.shuffle.partitions``).
+        self.requested_parallelism = parallelism
+        self._session_partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "4")
         #: Copies of every state and epoch block, on different executors: 2 keeps
         #: the pipeline going through the loss of one executor with nothing rolled
         #: back (Flux's partition pairs; needs a cluster of two executors or more).
@@ -376,10 +393,13 @@ class Engine:
         operators: dict[str, Operator] = {}
         loops: LoopStage | None = None
         try:
+            parallelism = self._use_parallelism(store)
             operators, schemas = self._set_up()
             signed = signatures(operators)
             check_unchanged(store, self.pipeline, signed)  # before anything is read or written
             record_signatures(self.description, signed)
+            if store.fact(PARTITIONS_FACT) != str(parallelism.partitions):
+                store.record_fact(PARTITIONS_FACT, str(parallelism.partitions))
             self.identity = establish(store, self.pipeline.name, paired)  # before any external write
             if self.pair is not None and store.fact(PAIR_MEMBER) != self.pair.member:
                 store.record_fact(PAIR_MEMBER, self.pair.member)
@@ -405,6 +425,10 @@ class Engine:
                 quarantine=Quarantines.read(store),
             )
             edges = self._start(state)  # refuses a root written by another pipeline
+            if parallelism.rescaled_from is not None:
+                for operator in operators.values():
+                    operator.wait_restored()
+                crash_point(CrashPoint.RESCALE_RESTORED)
             self.observer.started(state)
             store.describe(self.pipeline.name, self.description)
             runner = EpochRunner(state, writers, {p.name: len(store.state_files(p.name)) for p in state.keyed})
@@ -515,6 +539,20 @@ class Engine:
                 epoch = min(state.frontier.values()) + 1
 
     # -- start ----------------------------------------------------------------------------
+
+    def _use_parallelism(self, store: MetaStore) -> Parallelism:
+        """Resolve the run's number of state partitions against the root's record and
+        set the engine's session to it (operators set up under another number, by a
+        standby, are set up again)."""
+        parallelism = resolve(self.requested_parallelism, store.fact(PARTITIONS_FACT), self._session_partitions)
+        if self.spark.conf.get("spark.sql.shuffle.partitions") != str(parallelism.partitions):
+            self.spark.conf.set("spark.sql.shuffle.partitions", str(parallelism.partitions))
+            self._operators = None
+        self.report.partitions, self.report.rescaled_from = parallelism.partitions, parallelism.rescaled_from
+        self.description["parallelism"] = parallelism.partitions
+        if parallelism.rescaled_from is not None:
+            logger.info("%s: rescaling the keyed state from %d to %d partitions", self.pipeline.name, parallelism.rescaled_from, parallelism.partitions)
+        return parallelism
 
     def _set_up(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
         """Every processor's operator and output schemas (:func:`set_up_operators`),

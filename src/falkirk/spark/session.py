@@ -171,6 +171,15 @@ def spark_session(
     return spark
 
 
+def engine_session(spark: SparkSession) -> SparkSession:
+    """A clone of ``spark`` for one engine (as Structured Streaming clones one per
+    query): the same Spark application, settings, temporary views and functions,
+    with SQL settings of its own, so that an engine's number of state partitions
+    (``spark.sql.shuffle.partitions``, :mod:`falkirk.runtime.parallelism`) and block
+    copies do not change the session it was given, nor another engine's."""
+    return SparkSession(spark.sparkContext, jsparkSession=spark._jsparkSession.cloneSession())
+
+
 @contextmanager
 def interrupted_start() -> Iterator[list[int]]:
     """Ctrl-C (SIGINT) while Spark starts is held until the JVM is up (a JVM

@@ -4,7 +4,8 @@ The state of a keyed operator is a small log-structured merge of DataFrames, eve
 one materialised with ``localCheckpoint`` (its blocks live in the executors, never in
 the driver; losing them is a processor failure that recovery repairs from
 checkpoints), hash-partitioned by the key into ``spark.sql.shuffle.partitions``
-partitions and sorted by the key within each partition:
+partitions (the engine's session sets it to the storage root's number:
+:mod:`falkirk.runtime.parallelism`) and sorted by the key within each partition:
 
 * the **base** run holds every key as of the last compaction;
 * one **delta** run per epoch since then holds the rows that epoch changed, and
@@ -22,7 +23,8 @@ A checkpoint is either a *base* (every live row; taking one compacts the runs) o
 *delta* (rows changed since the previous checkpoint plus tombstones). The state at
 a checkpoint is rebuilt from the latest base at or before it and the deltas after
 that base, by the same rule, in the background: a restarted engine reads and
-shuffles its first epoch's input meanwhile.
+shuffles its first epoch's input meanwhile. Checkpoint files hold rows, not
+partitions: a restore partitions them into the current number (a rescale).
 """
 
 from __future__ import annotations
