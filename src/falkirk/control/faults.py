@@ -29,8 +29,10 @@ In a driver pair (:data:`PAIR_POINTS`): ``pair.claimed`` and ``pair.written`` (s
 (:data:`QUARANTINE_POINTS`): ``quarantine.found`` (the failing rows found; the
 epochs in flight not yet discarded) and ``quarantine.written`` (the rows set aside
 written or counted, not committed). When the state is changed on purpose
-(:data:`UPGRADE_POINTS`): ``rescale.restored`` (a new number of state partitions
-recorded and the state restored under it, nothing committed yet).
+(:data:`UPGRADE_POINTS`): ``savepoint.written`` (a savepoint's state files
+written, its manifest not yet), ``upgrade.mapped`` (the old state mapped onto the
+new pipeline and written, not committed) and ``rescale.restored`` (a new number of
+state partitions recorded and the state restored under it, nothing committed yet).
 
 ``FALKIRK_KILL_WORKER_AT="point:n"`` (with ``FALKIRK_CLUSTER_DIR`` naming a cluster
 started by :mod:`falkirk.spark.standalone`) instead SIGKILLs a worker of that
@@ -91,6 +93,8 @@ class CrashPoint(StrEnum):
     QUARANTINE_FOUND = "quarantine.found"
     QUARANTINE_WRITTEN = "quarantine.written"
     RESCALE_RESTORED = "rescale.restored"
+    SAVEPOINT_WRITTEN = "savepoint.written"
+    UPGRADE_MAPPED = "upgrade.mapped"
 
 
 #: Reached by every pipeline (``meta.uploaded`` only with a URI storage root).
@@ -126,10 +130,13 @@ PAIR_POINTS = (CrashPoint.PAIR_CLAIMED, CrashPoint.PAIR_WRITTEN)
 #: failing rows found, the epochs in flight about to be discarded; and the rows set
 #: aside written (to the quarantine table or counted), not yet committed.
 QUARANTINE_POINTS = (CrashPoint.QUARANTINE_FOUND, CrashPoint.QUARANTINE_WRITTEN)
-#: Reached only by a run that changes the pipeline's state on purpose: a rescale
-#: recorded and its state restored under the new number of partitions, nothing
-#: committed under it yet (:mod:`falkirk.runtime.parallelism`).
-UPGRADE_POINTS = (CrashPoint.RESCALE_RESTORED,)
+#: Reached only by a run that takes a savepoint or changes the pipeline's state on
+#: purpose: a savepoint's state files written, its manifest not yet
+#: (:mod:`falkirk.execution.savepointing`); an upgrade's mapped state written, not
+#: committed (:mod:`falkirk.upgrades.upgrade`); a rescale recorded and its state
+#: restored under the new number of partitions, nothing committed under it yet
+#: (:mod:`falkirk.runtime.parallelism`).
+UPGRADE_POINTS = (CrashPoint.SAVEPOINT_WRITTEN, CrashPoint.UPGRADE_MAPPED, CrashPoint.RESCALE_RESTORED)
 #: The environment variables that arm crash points.
 ARMING = ("FALKIRK_CRASH_AT", "FALKIRK_KILL_WORKER_AT")
 

@@ -81,6 +81,10 @@ class RunReport:
     partitions: int = 0
     #: The number of partitions the root held before, when this run rescaled it.
     rescaled_from: int | None = None
+    #: The savepoint this run took as it ended (``run(savepoint=True)``), if it did.
+    savepoint: str | None = None
+    #: The savepoint this run upgraded the pipeline from, if it did.
+    upgraded_from: str | None = None
 
     def last_checkpoint(self) -> str | None:
         """The latest checkpoint as ``name@epoch (kind)``: written by this run, else
@@ -111,6 +115,10 @@ class RunReport:
             rows = sum(n for _, _, n in self.set_aside)
             where = ", ".join(f"{p} epoch {e}" for p, e, _ in self.set_aside[:3]) + (" ..." if len(self.set_aside) > 3 else "")
             lines.append(f"set aside: {rows} bad row(s) or file(s) ({where}); falkirk inspect STORAGE quarantine lists them")
+        if self.upgraded_from is not None:
+            lines.append(f"upgraded: started from savepoint {self.upgraded_from}")
+        if self.savepoint is not None:
+            lines.append(f"savepoint: {self.savepoint} (falkirk savepoints STORAGE lists them)")
         if self.rescaled_from is not None:
             lines.append(f"rescaled: the state went from {self.rescaled_from} to {self.partitions} partitions")
         if self.executor_losses:

@@ -50,6 +50,7 @@ import fcntl
 import json
 import os
 import re
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -57,9 +58,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from falkirk.graph.exceptions import GraphError
 from falkirk.io.exceptions import SinkError
+from falkirk.spark.files import stored_schema
 from falkirk.storage import StoredFile
 from falkirk.storage.filesystem import FileSystem, filesystem_for, is_uri, local_path, part_files
 from falkirk.storage.published import host_name, process_alive, process_start
@@ -211,8 +214,23 @@ class ParquetTableSink:
         for path, _ in entries:
             if _interrupted(path.rsplit("/", 1)[-1]):  # (never the table's lock: not a staging folder)
                 fs.delete(path)
+        expected = self._stamp(empty, 0)
         if not any(_EPOCH_FILE.search(path) for path, _ in entries):
-            self.write(self._stamp(empty, 0), 0)
+            self._write_schema(expected, fs, root)
+            return
+        schema_file = fs.join(root, epoch_name(0))
+        held = stored_schema(empty.sparkSession, schema_file) if fs.size(schema_file) is not None else None
+        grown = grown_schema(self.path, held, expected.schema)
+        if grown is not None:  # the output has new columns (a pipeline's new version)
+            self._write_schema(empty.sparkSession.createDataFrame([], grown), fs, root)
+
+    def _write_schema(self, empty: DataFrame, fs: FileSystem, root: str) -> None:
+        """The table's schema as epoch 0's (empty) file, which sorts first - pyarrow,
+        pandas and DuckDB read a directory's schema from its first file - and as
+        ``_common_metadata``, which Spark reads first: ordinary readers see every
+        column, and null where an older epoch's file lacks one."""
+        written = self.write(empty, 0)[0]
+        write_summary(fs, written.path, fs.join(root, SUMMARY))
 
     def _stamp(self, df: DataFrame, epoch: int) -> DataFrame:
         if self.epoch_column is None:
@@ -261,6 +279,46 @@ def _interrupted(name: str) -> bool:
         return True  # named before writers were recorded
     pid, _, start = writer.partition(".")
     return host == host_name() and pid.isdigit() and not process_alive(int(pid), None if start == "None" else start)
+
+
+#: The table's summary file, holding its schema (read by Spark before any data file).
+SUMMARY = "_common_metadata"
+
+
+def grown_schema(table: str, held: StructType | None, output: StructType) -> StructType | None:
+    """The schema a table must declare when a run's ``output`` differs from the one
+    it declares (``held``, its epoch 0 file's; None: none): the output's columns,
+    then those only older epochs have (a reader must still see them). None when
+    nothing changes; :class:`SinkError` when a column changes its type (files of
+    both types cannot be read as one table)."""
+    if held is None:
+        return output
+    old = {f.name: f for f in held.fields}
+    for f in output.fields:
+        if f.name in old and old[f.name].dataType != f.dataType:
+            raise SinkError(
+                f"ParquetTableSink({table!r}): column {f.name!r} is {old[f.name].dataType.simpleString()} in the table "
+                f"and {f.dataType.simpleString()} in this run's output: readers cannot read both as one column; "
+                "cast it back, or write to a new table"
+            )
+    names = {f.name for f in output.fields}
+    if set(old) <= names:
+        return None if set(old) == names else output
+    return StructType([*output.fields, *[StructField(f.name, f.dataType, True) for f in held.fields if f.name not in names]])
+
+
+def write_summary(fs: FileSystem, parquet_file: str, summary: str) -> None:
+    """Write ``summary`` (``_common_metadata``): the schema of ``parquet_file``."""
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as local:
+        source = local_path(parquet_file)
+        if source is None:
+            source = os.path.join(local, "schema.parquet")
+            fs.download(parquet_file, source)
+        target = os.path.join(local, SUMMARY)
+        pq.write_metadata(pq.read_schema(source), target)
+        fs.upload(target, summary)
 
 
 def epoch_name(epoch: int) -> str:

@@ -121,6 +121,18 @@ class Operator:
     def stop(self) -> None:
         """Called when the run ends, however it ends (a sink lets its lease go)."""
 
+    def load_state(self, rows: DataFrame, epoch: int) -> None:
+        """Replace the state by ``rows`` (its key and state columns, one row per key)
+        as of ``epoch``: an upgrade's ``initial_state=``. Only an operator whose
+        state columns are the user's supports it."""
+        raise GraphError(f"processor {self.name!r} ({self.processor.kind}) cannot start from a given state")
+
+    def carry_over(self, rows: DataFrame) -> DataFrame:
+        """``rows`` of a base checkpoint written by the pipeline's previous version
+        (its state columns mapped already), as this operator writes them: an
+        operator whose files record its own settings updates them."""
+        return rows
+
     def wait_restored(self) -> None:
         """Return once the state a restore loads in the background is loaded (and
         raise what loading it raised); most operators restore at once."""

@@ -40,6 +40,9 @@ class KeyedOperator(Operator):
     def restore(self, chain: Chain, epoch: int) -> None:
         self.state.restore(chain, epoch, self.owner)
 
+    def load_state(self, rows: DataFrame, epoch: int) -> None:
+        self.state.load(rows, epoch)
+
     def wait_restored(self) -> None:
         self.state.base  # noqa: B018 - the first use of the runs waits for the restore
 

@@ -249,6 +249,14 @@ class WindowOperator(KeyedOperator):
         )
         return rows.unionByName(meta, allowMissingColumns=True)
 
+    def load_state(self, rows: DataFrame, epoch: int) -> None:
+        raise GraphError(f"window processor {self.name!r} cannot start from a given state: it starts empty")
+
+    def carry_over(self, rows: DataFrame) -> DataFrame:
+        """The checkpoint's watermark row records the window's settings (its
+        ``watermark_delay`` may have changed): this version's."""
+        return rows.withColumn(SPEC, F.when(F.col(META), F.lit(self.signature)).otherwise(F.col(SPEC)))
+
     def chain_kind(self, epoch: int, base: bool) -> ChainKind:
         if self.log is not None:
             return self.log.kind(epoch)

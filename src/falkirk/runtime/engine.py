@@ -69,6 +69,7 @@ from falkirk.execution.pairing import Pair, join_member
 from falkirk.execution.quarantine import Quarantines
 from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
+from falkirk.execution.savepointing import take_savepoint
 from falkirk.execution.sequence_stage import SequenceStage
 from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline
@@ -86,6 +87,7 @@ from falkirk.spark.session import engine_session, spark_session
 from falkirk.storage import MetaStore, StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
+from falkirk.upgrades.upgrade import Upgrade, upgrade_of, upgrade_root
 
 if TYPE_CHECKING:
     from falkirk.observe.dashboard import Dashboard
@@ -134,6 +136,8 @@ class Engine:
         pair: str | None = None,
         pair_name: str | None = None,
         parallelism: int | None = None,
+        upgrade: bool | Upgrade = False,
+        from_savepoint: str | None = None,
     ) -> None:
         pipeline.check()
         check_parallelism(parallelism)
@@ -149,6 +153,11 @@ class Engine:
         #: it is restored (:mod:`falkirk.runtime.parallelism`). None: the root's
         #: number (a new root: the session's ``spark.sql.shuffle.partitions``).
         self.requested_parallelism = parallelism
+        #: ``upgrade=True`` (or an :class:`~falkirk.upgrades.upgrade.Upgrade`), or
+        #: ``from_savepoint=NAME``: a pipeline changed since the root's last run starts
+        #: from a savepoint of the old one (:mod:`falkirk.upgrades.upgrade`); an
+        #: unchanged one restarts as usual.
+        self.upgrade = upgrade_of(upgrade, from_savepoint)
         self._session_partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "4")
         #: Copies of every state and epoch block, on different executors: 2 keeps
         #: the pipeline going through the loss of one executor with nothing rolled
@@ -207,6 +216,8 @@ class Engine:
         self._current: _Run | None = None
         #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
         self._stop = StopRequest()
+        #: Whether (and under which name) the current run ends with a savepoint.
+        self._savepoint: bool | str = False
 
     @property
     def on_epoch(self) -> Callable[[int, float, RunReport], None] | None:
@@ -226,7 +237,7 @@ class Engine:
             raise GraphError(f"cannot fail {processor!r}: no such processor ({sorted(self.pipeline.processors)})")
         self._failed.add(processor)
 
-    def stop(self, wait: bool = True, timeout: float | None = None) -> bool:
+    def stop(self, wait: bool = True, timeout: float | None = None, savepoint: bool | str | None = None) -> bool:
         """Stop the run in progress cleanly, from any thread: no new epoch is planned,
         the epochs in flight are computed and committed, and :meth:`run` returns
         (:attr:`RunReport.stopped` is ``"stop()"``); a run with the same storage root
@@ -235,9 +246,13 @@ class Engine:
         flight (see :mod:`falkirk.runtime.stopping`). ``wait``: return once the run
         has ended (True), or when ``timeout`` seconds passed first (False); called on
         the run's own thread (from ``on_epoch``) it cannot wait, and returns False. No
-        run in progress: nothing to do (True; a later :meth:`run` runs)."""
+        run in progress: nothing to do (True; a later :meth:`run` runs).
+        ``savepoint=True`` (or a name): the run ends with a savepoint (see :meth:`run`;
+        None: as :meth:`run` was asked)."""
         if not self._stop.running:
             return True
+        if savepoint is not None:
+            self._savepoint = savepoint
         self._stop.ask("stop()")
         if not wait or threading.get_ident() == self._stop.thread:
             return not self._stop.running
@@ -254,8 +269,15 @@ class Engine:
         standby: bool = False,
         on_standby: Callable[[], None] | None = None,
         finish: bool = False,
+        savepoint: bool | str = False,
     ) -> RunReport:
         """Process epochs until no source has new input (or ``max_epochs`` epochs).
+
+        ``savepoint=True`` (or a name) ends a run that ends cleanly - the input
+        done, :meth:`stop`, SIGINT or SIGTERM - with a savepoint: every keyed
+        processor's state at the last committed epoch, kept in the storage root
+        until dropped, from which a changed pipeline can start
+        (:mod:`falkirk.upgrades.savepoints`; ``RunReport.savepoint`` names it).
 
         ``finish=True`` says the input is complete once no source has new input: the
         engine then runs one more epoch, without input, that ends it (recorded once
@@ -287,6 +309,7 @@ class Engine:
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         schedule = _Schedule(max_epochs, idle_timeout, poll_interval, finish)
+        self._savepoint = savepoint
         if self.ui is not None and self.telemetry is not None and self.dashboard is None:
             from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for
 
@@ -396,8 +419,18 @@ class Engine:
             parallelism = self._use_parallelism(store)
             operators, schemas = self._set_up()
             signed = signatures(operators)
-            check_unchanged(store, self.pipeline, signed)  # before anything is read or written
             record_signatures(self.description, signed)
+            self.description["history"] = list((store.description() or {}).get("history", []))
+            if self.upgrade is not None:  # a changed pipeline starts from a savepoint
+                upgraded = upgrade_root(
+                    spark=self.spark, fs=self.fs, root=self.root, store=store, pipeline=self.pipeline,
+                    topology=self.topology, operators=operators, current=signed, description=self.description,
+                    options=self.upgrade,
+                )  # fmt: skip
+                if upgraded is not None:
+                    self.report.upgraded_from = upgraded.name
+                    operators, schemas = self._set_up_again()
+            check_unchanged(store, self.pipeline, signed)  # before anything is read or written
             if store.fact(PARTITIONS_FACT) != str(parallelism.partitions):
                 store.record_fact(PARTITIONS_FACT, str(parallelism.partitions))
             self.identity = establish(store, self.pipeline.name, paired)  # before any external write
@@ -444,6 +477,9 @@ class Engine:
             self._current = run
             try:
                 self._loop(run, pool, schedule)
+                if self._savepoint is not False and not self._failed:
+                    name = self._savepoint if isinstance(self._savepoint, str) else None
+                    take_savepoint(state, self.description, str(self.identity), parallelism.partitions, name)
             except StepError as exc:  # the details stay with the root: falkirk inspect ROOT failure
                 raise recorded_failure(store, exc, self.root) from exc.__cause__
             committer.collect(state.ledger.flush())
@@ -553,6 +589,11 @@ class Engine:
         if parallelism.rescaled_from is not None:
             logger.info("%s: rescaling the keyed state from %d to %d partitions", self.pipeline.name, parallelism.rescaled_from, parallelism.partitions)
         return parallelism
+
+    def _set_up_again(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
+        """Fresh operators (an upgrade used the first ones to write the new state)."""
+        self._operators = None
+        return self._set_up()
 
     def _set_up(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:
         """Every processor's operator and output schemas (:func:`set_up_operators`),

@@ -80,11 +80,15 @@ class Forget:
     #: committed range ends there; pruning ``sinks`` below a low-watermark does not
     #: shorten the range).
     sink_rollbacks: dict[str, int] = field(default_factory=dict)
+    #: Forget every rollback point, state file and log the root holds: an upgrade
+    #: starts the pipeline's next version from one cut (:mod:`falkirk.upgrades.upgrade`).
+    everything: bool = False
 
     def __bool__(self) -> bool:
         return bool(
             self.logs or self.state or self.checkpoints or self.sinks or self.offsets_upto or self.sink_rollbacks
-        )
+            or self.everything
+        )  # fmt: skip
 
     def merge(self, other: Forget) -> None:
         """Add ``other``'s records to these."""
@@ -96,6 +100,7 @@ class Forget:
             self.offsets_upto[source] = max(upto, self.offsets_upto.get(source, upto))
         for sink, epoch in other.sink_rollbacks.items():
             self.sink_rollbacks[sink] = min(epoch, self.sink_rollbacks.get(sink, epoch))
+        self.everything = self.everything or other.everything
 
 
 @dataclass
@@ -127,3 +132,6 @@ class CommitBatch:
     #: The epoch that ends the input (planned by ``Engine.run(finish=True)``): recorded
     #: once, never forgotten, so a replay of that epoch is final again.
     end_of_input: int | None = None
+    #: The pipeline's description (name, JSON), replacing the recorded one in the
+    #: same transaction (an upgrade: the new version's records and its description).
+    description: tuple[str, dict[str, Any]] | None = None

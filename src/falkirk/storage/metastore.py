@@ -226,6 +226,8 @@ class MetaStore(CommittedRecords):
                     self._db.execute("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", with_crc("committed_epoch", batch.epoch))
                 if batch.end_of_input is not None:
                     self._db.execute("INSERT OR IGNORE INTO progress VALUES (?, ?, ?)", with_crc("end_of_input", batch.end_of_input))
+                if batch.description is not None:
+                    self._replace_description(*batch.description)
                 self._db.execute("COMMIT")
             except sqlite3.IntegrityError as exc:
                 self._db.execute("ROLLBACK")
@@ -335,14 +337,18 @@ class MetaStore(CommittedRecords):
         with self._full_disk():
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute("DELETE FROM pipeline")
-                self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", with_crc(name, json.dumps(description, sort_keys=True)))
+                self._replace_description(name, description)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # SQLite rolls back itself after some errors (a full disk)
                     self._db.execute("ROLLBACK")
                 raise
         self._committed()
+
+    def _replace_description(self, name: str, description: dict[str, Any]) -> None:
+        """(Inside a transaction.)"""
+        self._db.execute("DELETE FROM pipeline")
+        self._db.execute("INSERT INTO pipeline VALUES (?, ?, ?)", with_crc(name, json.dumps(description, sort_keys=True)))
 
     def description(self) -> dict[str, Any] | None:
         """The description :meth:`describe` recorded (None: none was, e.g. a root
@@ -377,6 +383,11 @@ class MetaStore(CommittedRecords):
 
     def _forget(self, forget: Forget) -> list[StoredFile]:
         files: list[StoredFile] = []
+        if forget.everything:
+            for table in ("message_logs", "state_files", "checkpoints"):
+                for row in self._select(table, "1 = 1", ()):
+                    files.extend(self._paths.from_json(row["files"], table))
+                self._db.execute(f"DELETE FROM {table}")  # constant names
         for table, key_cols, keys in (
             ("message_logs", ("edge", "epoch", "iteration"), [(k, *tick_columns(t)) for k, t in forget.logs]),
             ("state_files", ("processor", "epoch", "iteration"), [(k, *tick_columns(t)) for k, t in forget.state]),
