@@ -67,7 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
     from falkirk.crash_demo import main as run_demo
 
     try:
-        return run_demo(args.workdir, files=args.files)
+        return run_demo(args.workdir, files=args.files, verbose=args.verbose)
     except KeyboardInterrupt:  # Ctrl-C reaches the example too, which stops cleanly
         print("falkirk demo: interrupted", file=sys.stderr)
         return 130
@@ -198,7 +198,7 @@ EPILOG = "Run 'falkirk COMMAND --help' for a command's arguments. Start with 'fa
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="falkirk", description=DESCRIPTION, epilog=EPILOG)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine decides (INFO), the recovery in the paper's notation too")
     sub = parser.add_subparsers(dest="command", required=True)
     p_solve = sub.add_parser(
         "solve", help="choose consistent rollback frontiers for a scenario (docs/scenarios.md)"
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:

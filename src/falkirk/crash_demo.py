@@ -36,28 +36,30 @@ from falkirk.testing.verify import differences
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream.py"
 
 
-def _run(args: list[str], crash: str | None) -> tuple[int, float]:
+def _run(args: list[str], crash: str | None, verbose: bool = False) -> tuple[int, float]:
     env = dict(os.environ)
     env.pop("FALKIRK_CRASH_AT", None)
     if crash:
         env["FALKIRK_CRASH_AT"] = crash
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(EXAMPLE), *args, "--progress"], env=env, check=False)
+    extra = ["-v"] if verbose else []  # the example logs its recovery in the paper's notation (INFO)
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *args, "--progress", *extra], env=env, check=False)
     return proc.returncode, time.perf_counter() - started
 
 
-def main(workdir: str | None = None, files: int = 12, sessions_per_file: int = 400, kill_epoch: int = 7) -> int:
-    """Run the demo; returns 0 when the recovered result is verified."""
+def main(workdir: str | None = None, files: int = 12, sessions_per_file: int = 400, kill_epoch: int = 7, verbose: bool = False) -> int:
+    """Run the demo; returns 0 when the recovered result is verified. ``verbose``: the
+    runs log at INFO (the recovery's decisions in the paper's notation too)."""
     work = Path(workdir or tempfile.mkdtemp(prefix="falkirk-demo-"))
     inp, out, state, rej = (str(work / n) for n in ("input", "output", "state", "rejected"))
     rows = write_input(inp, files=files, sessions_per_file=sessions_per_file, users=200, seed=42)
     print(f"== input: {files} CSV files, {rows} rows (some malformed) in {inp}")
     args = ["--input", inp, "--output", out, "--storage", state, "--rejected", rej]
     print(f"\n== run 1: will be killed with SIGKILL during epoch {kill_epoch} (after its sink write, before its commit)")
-    code, secs = _run(args, crash=f"sink.written:{2 * kill_epoch}")
+    code, secs = _run(args, crash=f"sink.written:{2 * kill_epoch}", verbose=verbose)
     print(f"-- run 1 ended with exit status {code} ({'killed by SIGKILL' if code == -9 else 'not killed'}) after {secs:.1f} s")
     print("\n== run 2: same arguments; what its recovery chose, in plain words, below ('recovered: ...')")
-    code, secs = _run(args, crash=None)
+    code, secs = _run(args, crash=None, verbose=verbose)
     print(f"-- run 2 exited {code} after {secs:.1f} s")
     if code != 0:
         return 1

@@ -56,3 +56,19 @@ def test_a_restart_that_computes_epochs_again_says_so_by_default_and_one_that_do
         (logging.INFO, "recovered: every processor stands at the last committed epoch (3): nothing is computed again"),
     ]
     assert logging.getLogger("py4j").level == logging.WARNING  # no "Closing down clientserver connection" at INFO
+
+
+def test_a_checkpoint_that_cannot_be_used_is_said_with_the_reason() -> None:
+    """(Issue 33 review: "(it had no checkpoint)" was said of a processor that had
+    one, unusable because a Stateless window beside it reads the input from epoch 1.)"""
+    said = recovery_in_words(
+        {"events": 0, "per_user": 0, "per_min": 0}, {"per_user", "per_min"}, 8, {},
+        checkpoints={"per_user": 6}, rebuilders={"per_min": "Stateless"},
+    )  # fmt: skip
+    assert said == (
+        "per_min rebuilds its state from every input since epoch 1 (Stateless persists nothing); per_user restarts "
+        "from an empty state: its checkpoint at epoch 6 cannot be used, because per_min must read every input since "
+        "epoch 1 again, and per_user reads the same input, so epochs 1-8 are computed again; nothing committed is written twice"
+    )
+    elsewhere = recovery_in_words({"agg": 3}, {"agg"}, 5, {}, checkpoints={"agg": 4})
+    assert elsewhere.startswith("agg restarts from its checkpoint at epoch 3: its checkpoint at epoch 4 cannot be used, because a consistent restart")

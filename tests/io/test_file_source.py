@@ -413,8 +413,9 @@ def test_a_root_restarted_on_another_input_directory_says_so(spark: SparkSession
         src.aggregate("agg", "name", {"n": ("count", None)}, policy=LazyCheckpoint(every=2)).sink("out", ParquetTableSink(str(tmp_path / "out")))
         return p
 
-    with pytest.raises(InputChangedError, match=r"e3\.json' changed .*The epoch was planned on input directory '.*/in', and this FileSource reads '.*/other'"):
+    with pytest.raises(InputChangedError, match=r"^source path differs: this FileSource reads '.*/other', and the epochs .* were planned on '.*/in'\. .*e3\.json' changed") as refused:
         Engine(elsewhere(), tmp_path / "state", spark=spark).run()
+    assert refused.value.__context__ is None, "one error, not one raised while handling another"
 
 
 def test_empty_set_aside_and_copying_files_and_a_directory_in_a_files_place(spark: SparkSession, tmp_path: Path) -> None:

@@ -41,8 +41,8 @@ def test_plain_lines_when_not_a_terminal() -> None:
         progress.on_epoch(3, 0.5, report())
     lines = out.getvalue().splitlines()
     assert lines[0] == "job: starting Spark"
-    assert lines[1].startswith("epoch    3 |    1200 records in  0.50 s =     2400 records/s")
-    assert "last checkpoint agg@3 (delta)" in lines[1] and "\x1b[" not in out.getvalue()
+    assert lines[1] == "job: epoch 3 · 1,200 rows in 0.5 s · 2,400 rows/s · ckpt agg@3 · 2 in flight"
+    assert "\x1b[" not in out.getvalue() and max(len(line) for line in lines) < 80
 
 
 def test_a_live_display_on_a_terminal() -> None:
@@ -97,27 +97,30 @@ def test_off_a_terminal_nothing_per_epoch_unless_asked_and_then_rows_as_spark_re
     assert capsys.readouterr().out == "" and quiet.records is None  # a service's log stays clean; nothing counted
     shown = Engine(counted_pipeline(tmp_path), tmp_path / "shown", spark=spark, progress=True).run(max_epochs=2)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("counted: recovering from ")
-    assert [line[:31] for line in lines[1:]] == ["epoch    1 |     500 records in", "epoch    2 |     500 records in"]
+    assert lines[0].startswith("counted: starting on ")
+    assert [line[:31] for line in lines[1:]] == ["counted: epoch 1 · 500 rows in ", "counted: epoch 2 · 500 rows in "]
     assert shown.records == 1000 and "1,000 input rows" in str(shown)
     with caplog.at_level(logging.INFO, logger="falkirk.progress"):
         logged = Engine(counted_pipeline(tmp_path), tmp_path / "logged", spark=spark).run()
     said = [r.getMessage() for r in caplog.records if r.name == "falkirk.progress"]
-    assert [m[:40] for m in said] == [f"counted: epoch    {e} |     500 records in" for e in (1, 2, 3)]
+    assert [m[:31] for m in said] == [f"counted: epoch {e} · 500 rows in " for e in (1, 2, 3)]
     assert logged.records == 1500 and capsys.readouterr().out == ""
 
 
 def test_a_run_on_a_terminal_shows_a_live_line_by_default(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.json").write_text('{"k": "x", "v": 1}\n{"k": "y", "v": 2}\n')
-    script = (
-        "import sys\n"
+    script = (  # two runs, the second a recovery that logs a warning (its handler writes to the terminal)
+        "import logging, sys\n"
+        "logging.basicConfig(format='%(levelname)s %(name)s: %(message)s')\n"
         "from falkirk.graph import Pipeline\n"
         "from falkirk.io import FileSource, ParquetTableSink\n"
         "from falkirk.runtime import Engine\n"
         "p = Pipeline('tty')\n"
         "src = p.source('src', FileSource(sys.argv[1] + '/in', 'json', 'k string, v long'))\n"
-        "src.sink('out', ParquetTableSink(sys.argv[1] + '/out'))\n"
+        "src.aggregate('agg', 'k', {'n': ('count', None)}).sink('out', ParquetTableSink(sys.argv[1] + '/out'))\n"
+        "Engine(p, sys.argv[1] + '/state').run()\n"
+        "open(sys.argv[1] + '/in/b.json', 'w').write('{\"k\": \"z\", \"v\": 3}\\n')\n"
         "Engine(p, sys.argv[1] + '/state').run()\n"
     )
     main, child = pty.openpty()
@@ -127,7 +130,10 @@ def test_a_run_on_a_terminal_shows_a_live_line_by_default(tmp_path: Path) -> Non
     text = read_all(main).decode(errors="replace")
     assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
     assert "\x1b[" in text and "tty" in text  # drawn in place
-    assert "records in" in text and "done: 1 epoch" in text
+    assert "rows in" in text and "done: 1 epoch" in text
+    # The log's line is printed above the live line, not glued to its end.
+    at = text.index("WARNING falkirk.coordinator.rollback: recovered:")
+    assert text[:at].endswith(("\n", "\r\x1b[2K")), repr(text[at - 60 : at])
 
 
 def read_all(fd: int) -> bytes:

@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from falkirk.spark.console import NOISE, copy_lines
 
 #: Starts a session, has the JVM log one error, starts a job that runs for minutes
@@ -80,3 +82,42 @@ def test_ctrl_c_while_spark_starts_is_one_short_traceback() -> None:
     lines = err.decode().splitlines()
     assert lines[-1] == "KeyboardInterrupt: interrupted while Spark was starting: nothing ran", lines
     assert len(lines) < 20 and not any("py4j" in line or "socket" in line for line in lines), lines
+
+
+#: Where Ctrl-C comes in the script below: as the SparkContext has just started
+#: (PySpark's own handler is then in place), and in the middle of the engine's set-up
+#: (py4j calls after the session is up). Each used to print pages of py4j tracebacks.
+LATE_INTERRUPTS = {
+    "context-started": "falkirk.spark.session.quiet_task_failures",
+    "engine-set-up": "falkirk.runtime.engine.engine_session",
+}
+
+
+@pytest.mark.parametrize("where", sorted(LATE_INTERRUPTS))
+def test_ctrl_c_late_in_the_start_is_held_then_one_short_traceback(where: str, tmp_path: Path) -> None:
+    module, _, name = LATE_INTERRUPTS[where].rpartition(".")
+    script = (
+        "import importlib, os, signal, time\n"
+        f"m = importlib.import_module({module!r})\n"
+        f"original = m.{name}\n"
+        "def interrupted(*args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # arrives in the middle\n"
+        "    time.sleep(0.2)\n"
+        "    return original(*args)\n"
+        f"m.{name} = interrupted\n"
+        "from falkirk.graph import Pipeline\n"
+        "from falkirk.io import MemorySink, keyed_generator\n"
+        "from falkirk.runtime import Engine\n"
+        "p = Pipeline('late')\n"
+        "p.source('src', keyed_generator(batches=2, rows_per_batch=3, keys=2)).sink('out', MemorySink())\n"
+        f"Engine(p, {str(tmp_path / 'state')!r})\n"
+        "print('not interrupted')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    )  # fmt: skip
+    lines = proc.stderr.decode().splitlines()
+    assert b"not interrupted" not in proc.stdout
+    assert lines and lines[-1].startswith("KeyboardInterrupt: interrupted while "), lines
+    assert len(lines) < 20 and not any("py4j" in line or "reentrant" in line for line in lines), lines
+    assert proc.returncode in (130, -signal.SIGINT), proc.returncode

@@ -14,7 +14,7 @@ import time
 from falkirk.control.domains import tick
 from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.coordinator.story import recovery_in_words
-from falkirk.execution.behaviours import behaviour_of
+from falkirk.execution.behaviours import Held, behaviour_of
 from falkirk.execution.run_state import RunState
 from falkirk.graph import Processor
 from falkirk.recovery import CheckpointMeta, solve
@@ -57,7 +57,11 @@ def recover(state: RunState, available: dict[str, list[CheckpointMeta]]) -> None
             state.report.resent[edge] = [tuple(t) if isinstance(t, tuple) else int(t) for t in times]
             logger.info("recovery resend edge=%s epochs=%s", edge, list(times))
     committed = state.store.committed_epoch()
-    state.report.recovery_story = recovery_in_words(state.frontier, {p.name for p in state.keyed}, committed, state.report.resent)
+    latest = {p.name: max((t.epochs_done for t, _, _ in state.store.state_files(p.name)), default=0) for p in state.keyed}
+    rebuilders = {p.name: p.policy.name for p in state.keyed if behaviour_of(p.policy).held is Held.NOTHING}
+    state.report.recovery_story = recovery_in_words(
+        state.frontier, {p.name for p in state.keyed}, committed, state.report.resent, checkpoints=latest, rebuilders=rebuilders
+    )
     # Said by default (WARNING) when epochs are computed again; a restart after a
     # clean stop computes nothing again and says so only at INFO.
     again = committed is not None and any(f < committed for f in state.frontier.values())

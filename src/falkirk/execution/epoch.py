@@ -188,7 +188,7 @@ class EpochRunner:
             with replicated(p.policy.replicas):
                 self._run(p, work, inputs, work.outputs, Tick(work.epoch) if tick is None else tick, checkpoint)
         except Exception as exc:
-            if no_space(exc) is None and not is_executor_loss(exc):
+            if no_space(exc) is None and not is_executor_loss(exc) and not isinstance(exc, FalkirkError):
                 self.aside.unreadable(work)  # FileSource(unreadable="set_aside"): a file Spark cannot read
             if as_storage_error(exc) is not None or no_space(exc) is not None or is_executor_loss(exc):
                 raise  # a damaged file, a full disk: the engine names it; a lost executor: it recovers

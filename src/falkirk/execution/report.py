@@ -113,7 +113,8 @@ class RunReport:
             lines.append(f"recovered{took}: {story}")
         if self.set_aside:
             rows = sum(n for _, _, n in self.set_aside)
-            where = ", ".join(f"{p} epoch {e}" for p, e, _ in self.set_aside[:3]) + (" ..." if len(self.set_aside) > 3 else "")
+            found = sorted(self.set_aside, key=lambda x: (x[1], x[0]))
+            where = ", ".join(f"{p} epoch {e}" for p, e, _ in found[:3]) + (" ..." if len(found) > 3 else "")
             lines.append(f"set aside: {rows} bad row(s) or file(s) ({where}); falkirk inspect STORAGE quarantine lists them")
         if self.upgraded_from is not None:
             lines.append(f"upgraded: started from savepoint {self.upgraded_from}")

@@ -244,15 +244,15 @@ class FileSource:
         for name, size, mtime_ns in offsets["files"]:
             st = self._directory.stat(name)
             if st is None:
-                raise InputChangedError(
+                raise self._refused(
                     f"input file {str(self._directory.location(name))!r} was deleted after an epoch was planned to read it. "
-                    f"{self._elsewhere(offsets)}{_REPLAY_ADVICE}"
-                )
+                    f"{_REPLAY_ADVICE}", offsets,
+                )  # fmt: skip
             if not st.regular:
-                raise InputChangedError(
+                raise self._refused(
                     f"input file {str(self._directory.location(name))!r} is no longer a regular file (a directory or a "
-                    f"device now) after an epoch was planned to read it. {self._elsewhere(offsets)}{_REPLAY_ADVICE}"
-                )
+                    f"device now) after an epoch was planned to read it. {_REPLAY_ADVICE}", offsets,
+                )  # fmt: skip
             if st.size != size:
                 raise self._changed(name, size, mtime_ns, st, "", offsets)
             if size and not self._same_file(name, size, mtime_ns, st):  # (an empty file is the one it read)
@@ -283,22 +283,25 @@ class FileSource:
         return same_time(st.modified_ns, mtime_ns) or self._restored.get((name, size, mtime_ns)) == st.modified_ns
 
     def _changed(self, name: str, size: int, mtime_ns: int, st: FileStat, why: str, offsets: Offsets) -> InputChangedError:
-        return InputChangedError(
+        return self._refused(
             f"input file {str(self._directory.location(name))!r} changed after an epoch was planned to read it (size "
             f"{size} -> {st.size} bytes, modified {_stamp(mtime_ns)} -> {_stamp(st.modified_ns)}). "
-            f"{why}{self._elsewhere(offsets)}{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename "
-            "it once it is complete."
+            f"{why}{_REPLAY_ADVICE} Write input under a name starting with '.' or '_' and rename it once it is complete.",
+            offsets,
         )
 
-    def _elsewhere(self, offsets: Offsets) -> str:
-        """A sentence when the epoch was planned on another input directory than this source's."""
+    def _refused(self, found: str, offsets: Offsets) -> InputChangedError:
+        """The error for input an epoch cannot read again as it was planned; when the
+        epoch was planned on another input directory than this source's, that comes
+        first: it is the likelier cause."""
         planned = offsets.get("path")
         if planned is None or planned == self.path:
-            return ""
-        return (
-            f"The epoch was planned on input directory {planned!r}, and this FileSource reads {self.path!r}: if that "
-            "is other input, this storage root belongs to a pipeline reading the first one (give this one a fresh "
-            "storage root); if the input moved, its files must be there as they were. "
+            return InputChangedError(found)
+        return InputChangedError(
+            f"source path differs: this FileSource reads {self.path!r}, and the epochs this storage root committed "
+            f"were planned on {planned!r}. If that is other input, this storage root belongs to a pipeline reading "
+            "the first one: give this one a fresh storage root. If the input moved, its files must be there as they "
+            f"were; here, {found[0].lower()}{found[1:]}"
         )
 
     def _why_refused(self, name: str, size: int, mtime_ns: int, recorded: dict[str, str], now: dict[str, str]) -> str:

@@ -210,11 +210,13 @@ class Dashboard:
                     "the host is not an address of this machine; give another ui="
                 )
             time.sleep(0.02)
+        chosen = self.port == 0  # the system chose the port: nothing else tells the user which
         sockets = [s for server in self._server.servers for s in server.sockets]
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
         self.ready.set()
-        logger.info("falkirk dashboard at %s", self.url)  # a fact, not a warning
+        # A fact, not a warning - but said by default when nobody could know it otherwise.
+        logger.log(logging.WARNING if chosen else logging.INFO, "falkirk dashboard at %s", self.url)
 
     def stop(self) -> None:
         self._server.should_exit = True

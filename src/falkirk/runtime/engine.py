@@ -80,10 +80,10 @@ from falkirk.runtime.exceptions import EngineInvariantError
 from falkirk.runtime.parallelism import PARTITIONS_FACT, Parallelism, check_parallelism, resolve
 from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
-from falkirk.runtime.stopping import StopRequest, stop_on_signals
+from falkirk.runtime.stopping import RunAbandoned, StopRequest, stop_on_signals
 from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
 from falkirk.spark.materialise import REPLICAS_CONF
-from falkirk.spark.session import engine_session, spark_session
+from falkirk.spark.session import engine_session, interrupted_start, spark_session
 from falkirk.storage import MetaStore, StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
@@ -146,78 +146,84 @@ class Engine:
         self.max_in_flight = max_in_flight
         self.pipeline = pipeline
         check_writable(storage, metadata_dir)  # before Spark's start-up: a read-only root is said at once
-        #: The engine's own clone of the session (:func:`~falkirk.spark.session.engine_session`).
-        self.spark = engine_session(spark or spark_session())
-        #: ``parallelism=N``: the number of partitions of every keyed state; the root
-        #: records it, and a number other than the recorded one rescales the state as
-        #: it is restored (:mod:`falkirk.runtime.parallelism`). None: the root's
-        #: number (a new root: the session's ``spark.sql.shuffle.partitions``).
-        self.requested_parallelism = parallelism
-        #: ``upgrade=True`` (or an :class:`~falkirk.upgrades.upgrade.Upgrade`), or
-        #: ``from_savepoint=NAME``: a pipeline changed since the root's last run starts
-        #: from a savepoint of the old one (:mod:`falkirk.upgrades.upgrade`); an
-        #: unchanged one restarts as usual.
-        self.upgrade = upgrade_of(upgrade, from_savepoint)
-        self._session_partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "4")
-        #: Copies of every state and epoch block, on different executors: 2 keeps
-        #: the pipeline going through the loss of one executor with nothing rolled
-        #: back (Flux's partition pairs; needs a cluster of two executors or more).
-        self.replicas = replicas
-        check_replicas(pipeline, self.spark.sparkContext.master or "local", replicas)
-        self.spark.conf.set(REPLICAS_CONF, str(replicas))
-        #: The storage root: where state and metadata live, and holding it (:mod:`falkirk.runtime.root`).
-        self.storage = StorageRoot(storage, self.spark, metadata_dir=metadata_dir, lease_timeout=lease_timeout)
-        self.fs, self.root, self.meta_dir = self.storage.fs, self.storage.root, self.storage.meta_dir
-        #: What names the run's external writes (prepared transactions): the root's
-        #: identity, recorded in its metadata (:mod:`falkirk.storage.identity`); known
-        #: once the run holds the root.
-        self.identity: RootIdentity | None = None
-        #: ``pair="postgresql://..."``: this driver is a member of the driver pair
-        #: ``pair_name`` (default: the pipeline's name) that shares that database
-        #: (Flux's dataflow pairs, see :mod:`falkirk.storage.pairs`). Both members
-        #: write the same sinks, so their external transactions share a name.
-        self.pair: Pair | None = None
-        self._pair_at: tuple[str, str] | None = None
-        if pair is not None:
-            check_pair_sinks(pipeline)
-            self._pair_at = (pair, pair_name or pipeline.name)
-        elif pair_name is not None:
-            raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
-        #: ``progress``: None shows a live line while :meth:`run` runs when stdout is
-        #: a terminal (nothing per epoch otherwise), True also a plain line per epoch
-        #: off a terminal, False nothing (:mod:`falkirk.runtime.progress`).
-        self.watchers = EpochWatchers(pipeline.name, progress, on_epoch)
-        self.topology = topology(pipeline)
-        #: What tools read of this pipeline in its storage root (and the dashboard draws).
-        self.description = describe(pipeline, None, self.topology)
-        #: Where the run writes: a full one is named (:class:`StorageFullError`).
-        self.places = written_places(self.root, self.meta_dir, self.description, self.spark)
-        self.report = RunReport()
-        self._failed: set[str] = set()
-        self.barriers = BarrierClock(pipeline.checkpoints)
-        self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
-        #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
-        #: JSON status and Prometheus metrics, served from the first :meth:`run` on and
-        #: kept up after it returns or fails (saying how it ended) until :meth:`close`
-        #: or the process exits.
-        #: A host other than the loopback needs ``ui_token=`` (a bearer token every
-        #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.observe.dashboard`).
-        #: ``FALKIRK_UI_TOKEN`` gives the token when ``ui_token`` is not given.
-        ui_token = ui_token or os.environ.get("FALKIRK_UI_TOKEN") or None
-        self.ui = parse_address(ui, token=ui_token, allow_remote=allow_remote) if ui is not None else None
-        self._ui_token = ui_token
-        self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
-        self.observer = Observer(pipeline, self.telemetry)
-        self.dashboard: Dashboard | None = None  # started by run() when ui= is given
-        #: Every recovery path of every run (restart, partial failure, executor loss,
-        #: in-process restart): see :mod:`falkirk.coordinator.coordinator`.
-        self.recovery = RecoveryCoordinator(self.report, self.observer, self.barriers)
-        #: The parts of the current (or last) run, once its recovery is done.
-        self._current: _Run | None = None
-        #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
-        self._stop = StopRequest()
-        #: Whether (and under which name) the current run ends with a savepoint.
-        self._savepoint: bool | str = False
+        # Ctrl-C while Spark starts and the engine is set up (py4j calls) is held until
+        # it is done, then raised as one KeyboardInterrupt (falkirk.spark.session).
+        with interrupted_start("interrupted while the engine was starting: nothing ran") as held:
+            given = spark or spark_session()
+            held.hold_again()  # (spark_session held it and put PySpark's handler back)
+            #: The engine's own clone of the session (:func:`~falkirk.spark.session.engine_session`).
+            self.spark = engine_session(given)
+            #: ``parallelism=N``: the number of partitions of every keyed state; the root
+            #: records it, and a number other than the recorded one rescales the state as
+            #: it is restored (:mod:`falkirk.runtime.parallelism`). None: the root's
+            #: number (a new root: the session's ``spark.sql.shuffle.partitions``).
+            self.requested_parallelism = parallelism
+            #: ``upgrade=True`` (or an :class:`~falkirk.upgrades.upgrade.Upgrade`), or
+            #: ``from_savepoint=NAME``: a pipeline changed since the root's last run starts
+            #: from a savepoint of the old one (:mod:`falkirk.upgrades.upgrade`); an
+            #: unchanged one restarts as usual.
+            self.upgrade = upgrade_of(upgrade, from_savepoint)
+            self._session_partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "4")
+            #: Copies of every state and epoch block, on different executors: 2 keeps
+            #: the pipeline going through the loss of one executor with nothing rolled
+            #: back (Flux's partition pairs; needs a cluster of two executors or more).
+            self.replicas = replicas
+            check_replicas(pipeline, self.spark.sparkContext.master or "local", replicas)
+            self.spark.conf.set(REPLICAS_CONF, str(replicas))
+            #: The storage root: where state and metadata live, and holding it (:mod:`falkirk.runtime.root`).
+            self.storage = StorageRoot(storage, self.spark, metadata_dir=metadata_dir, lease_timeout=lease_timeout)
+            self.fs, self.root, self.meta_dir = self.storage.fs, self.storage.root, self.storage.meta_dir
+            #: What names the run's external writes (prepared transactions): the root's
+            #: identity, recorded in its metadata (:mod:`falkirk.storage.identity`); known
+            #: once the run holds the root.
+            self.identity: RootIdentity | None = None
+            #: ``pair="postgresql://..."``: this driver is a member of the driver pair
+            #: ``pair_name`` (default: the pipeline's name) that shares that database
+            #: (Flux's dataflow pairs, see :mod:`falkirk.storage.pairs`). Both members
+            #: write the same sinks, so their external transactions share a name.
+            self.pair: Pair | None = None
+            self._pair_at: tuple[str, str] | None = None
+            if pair is not None:
+                check_pair_sinks(pipeline)
+                self._pair_at = (pair, pair_name or pipeline.name)
+            elif pair_name is not None:
+                raise GraphError("pair_name= needs pair= (the PostgreSQL database the two drivers share)")
+            #: ``progress``: None shows a live line while :meth:`run` runs when stdout is
+            #: a terminal (nothing per epoch otherwise), True also a plain line per epoch
+            #: off a terminal, False nothing (:mod:`falkirk.runtime.progress`).
+            self.watchers = EpochWatchers(pipeline.name, progress, on_epoch)
+            self.topology = topology(pipeline)
+            #: What tools read of this pipeline in its storage root (and the dashboard draws).
+            self.description = describe(pipeline, None, self.topology)
+            #: Where the run writes: a full one is named (:class:`StorageFullError`).
+            self.places = written_places(self.root, self.meta_dir, self.description, self.spark)
+            self.report = RunReport()
+            self._failed: set[str] = set()
+            self.barriers = BarrierClock(pipeline.checkpoints)
+            self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
+            #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
+            #: JSON status and Prometheus metrics, served from the first :meth:`run` on and
+            #: kept up after it returns or fails (saying how it ended) until :meth:`close`
+            #: or the process exits.
+            #: A host other than the loopback needs ``ui_token=`` (a bearer token every
+            #: request carries) or ``allow_remote=True`` (see :mod:`falkirk.observe.dashboard`).
+            #: ``FALKIRK_UI_TOKEN`` gives the token when ``ui_token`` is not given.
+            ui_token = ui_token or os.environ.get("FALKIRK_UI_TOKEN") or None
+            self.ui = parse_address(ui, token=ui_token, allow_remote=allow_remote) if ui is not None else None
+            self._ui_token = ui_token
+            self.telemetry = telemetry_for(pipeline) if self.ui is not None else None
+            self.observer = Observer(pipeline, self.telemetry)
+            self.dashboard: Dashboard | None = None  # started by run() when ui= is given
+            #: Every recovery path of every run (restart, partial failure, executor loss,
+            #: in-process restart): see :mod:`falkirk.coordinator.coordinator`.
+            self.recovery = RecoveryCoordinator(self.report, self.observer, self.barriers)
+            #: The parts of the current (or last) run, once its recovery is done.
+            self._current: _Run | None = None
+            #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
+            self._stop = StopRequest()
+            #: Whether (and under which name) the current run ends with a savepoint.
+            self._savepoint: bool | str = False
+        held.raise_if_seen()
 
     @property
     def on_epoch(self) -> Callable[[int, float, RunReport], None] | None:
@@ -332,6 +338,9 @@ class Engine:
         except Exception as exc:  # whichever write found its file system full: say which, in one line
             said = self._full_disk(exc) or self._stop.ended_by(exc, self.spark)
             ended = f"failed: {first_line(said or exc)}"
+            if isinstance(said, RunAbandoned):  # a second signal: one line, not the cancelled job's JVM trace
+                said.cause = exc  # (shown with -v: falkirk.runtime.exits.failed)
+                raise said from None
             if said is not None:
                 raise said from exc
             raise

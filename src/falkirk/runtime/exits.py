@@ -30,6 +30,9 @@ def failed(program: str, exc: FalkirkError | RunAbandoned, verbose: bool = False
     """Print how ``program`` ended on ``exc`` - one line, and with ``verbose`` the whole
     trace, the JVM's included - and return its exit code."""
     if verbose:
+        cause = getattr(exc, "cause", None)
+        if cause is not None:  # an abandoned run's cancelled work
+            traceback.print_exception(cause, file=sys.stderr)
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, RunAbandoned):
         print(f"{program}: {exc}", file=sys.stderr)

@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import TextIO
 
 from rich.console import Console
 from rich.progress import Progress as RichProgress
 from rich.progress import SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from falkirk.execution.report import RunReport
 
@@ -36,13 +37,39 @@ logger = logging.getLogger("falkirk.progress")
 
 
 def epoch_line(epoch: int, seconds: float, report: RunReport) -> str:
-    """One epoch's facts as a line."""
-    ckpt = report.last_checkpoint() or "none yet"
+    """One epoch's facts, compact enough for an 80-column terminal, e.g.
+    ``epoch 3 · 50 rows in 1.2 s · 42 rows/s · ckpt per_user@3 · 2 in flight``."""
     rate = report.last_records / seconds if seconds > 0 else 0.0
-    return (
-        f"epoch {epoch:4d} | {report.last_records:7d} records in {seconds:5.2f} s = {rate:8.0f} records/s "
-        f"| last checkpoint {ckpt} | epochs in flight {report.in_flight}"
-    )
+    parts = [f"epoch {epoch}", f"{report.last_records:,} rows in {seconds:.1f} s", f"{rate:,.0f} rows/s" if rate >= 10 else f"{rate:.1f} rows/s"]
+    if report.checkpoints:
+        name, at, _ = report.checkpoints[-1]
+        parts.append(f"ckpt {name}@{at}")
+    elif report.restored_checkpoints:
+        name, at = report.restored_checkpoints[-1]
+        parts.append(f"ckpt {name}@{at} (restored)")
+    if report.in_flight > 1:
+        parts.append(f"{report.in_flight} in flight")
+    return " · ".join(parts)
+
+
+@contextmanager
+def logs_above(stream: TextIO) -> Iterator[None]:
+    """While a live display redraws its line, log handlers that write to the
+    terminal write through ``stream`` (the display's, which prints above the line)
+    instead of gluing their text onto it; put back afterwards."""
+    originals = {id(sys.__stderr__), id(sys.__stdout__)}
+    moved: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
+    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger))]
+    for log in loggers:
+        for handler in log.handlers:
+            if type(handler) is logging.StreamHandler and id(handler.stream) in originals:
+                moved.append((handler, handler.stream))
+                handler.setStream(stream)
+    try:
+        yield
+    finally:
+        for handler, before in moved:
+            handler.setStream(before)
 
 
 class Progress:
@@ -57,24 +84,32 @@ class Progress:
         self.epochs = 0
         self._progress: RichProgress | None = None
         self._task: TaskID | None = None
+        self._logs: AbstractContextManager[None] | None = None
 
     def __enter__(self) -> Progress:
         if self.live:
             self._progress = RichProgress(
                 SpinnerColumn(),
-                TextColumn("[bold]{task.description}"),
+                TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, min_width=min(len(self.name), 24))),
                 TextColumn("{task.fields[detail]}"),
                 TimeElapsedColumn(),
                 console=Console(file=self.stream),
                 transient=False,
             )
             self._progress.start()
+            # The cursor stays shown: a run killed (SIGKILL) cannot show it again.
+            self._progress.console.show_cursor(True)
+            self._logs = logs_above(sys.stderr)  # (rich redirects sys.stderr above its line)
+            self._logs.__enter__()
             self._task = self._progress.add_task(self.name, total=None, detail="starting")
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._progress is not None:
-            self.doing(f"done: {self.epochs} epoch{'' if self.epochs == 1 else 's'}" if kind is None else "stopped")
+            self.doing(f"done: {self.epochs} epoch{'' if self.epochs == 1 else 's'}" if kind is None else "ended early")
+            if self._logs is not None:
+                self._logs.__exit__(None, None, None)
+                self._logs = None
             self._progress.stop()
 
     def doing(self, what: str) -> None:
@@ -91,7 +126,7 @@ class Progress:
             self._progress.update(self._task, detail=epoch_line(epoch, seconds, report))
             self._progress.refresh()  # drawn now: an epoch shows even if the next comes within a refresh
         else:
-            print(epoch_line(epoch, seconds, report), file=self.stream, flush=True)
+            print(f"{self.name}: {epoch_line(epoch, seconds, report)}", file=self.stream, flush=True)
 
 
 def display_for(name: str, progress: bool | None, stream: TextIO | None = None) -> Progress | None:
@@ -121,7 +156,7 @@ class EpochWatchers:
         try:
             with self.display or nullcontext():
                 if self.display is not None:
-                    self.display.doing(f"recovering from {root} if it holds a previous run")
+                    self.display.doing(f"starting on {root}")
                 yield
         finally:
             self.display = None

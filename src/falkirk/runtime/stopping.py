@@ -54,6 +54,9 @@ class RunAbandoned(KeyboardInterrupt):
         super().__init__(message)
         #: The signal that abandoned the run (``"SIGINT"`` or ``"SIGTERM"``).
         self.signal_name = signal_name
+        #: What the abandoned work raised as it was cancelled (not chained: its JVM
+        #: trace would bury the one line that matters).
+        self.cause: BaseException | None = None
 
 
 class StopRequest:
@@ -115,6 +118,9 @@ class StopRequest:
         """A clean stop after epoch ``last``: recorded in ``report``, and said in one
         line with how to resume."""
         report.stopped = self.reason
+        if last < 1:
+            logger.warning("stopped (%s) before any epoch committed; run again with storage root %s to start", report.stopped, root)
+            return
         logger.warning(
             "stopped (%s) after epoch %d, committed; run again with storage root %s to resume from epoch %d",
             report.stopped, last, root, last + 1,

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -151,7 +152,8 @@ def spark_session(
         # Spark binds to the address the host name resolves to (and warns when that is
         # a loopback one); the embedded default stays on 127.0.0.1.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    with interrupted_start() as interrupted:
+    quiet_py4j()  # before the gateway's first call: its DEBUG lines would flood a program logging at DEBUG
+    with interrupted_start() as held:
         if SparkContext._gateway is None:
             # The JVM starts with every setting on its command line but the secret, which
             # the session's configuration gets through the gateway; its console is
@@ -161,13 +163,13 @@ def spark_session(
         if secret is not None:
             builder = builder.config("spark.authenticate.secret", secret)
         spark = builder.getOrCreate()
-        if interrupted:
+        held.hold_again()  # PySpark's context put its own handler in place as it started
+        spark.sparkContext.setLogLevel("ERROR")
+        quiet_task_failures(spark)
+        quiet_query_context_logs()
+        if held.seen:
             spark.stop()
-            raise start_interrupted()
-    spark.sparkContext.setLogLevel("ERROR")
-    quiet_py4j()
-    quiet_task_failures(spark)
-    quiet_query_context_logs()
+            held.raise_if_seen()
     return spark
 
 
@@ -180,31 +182,59 @@ def engine_session(spark: SparkSession) -> SparkSession:
     return SparkSession(spark.sparkContext, jsparkSession=spark._jsparkSession.cloneSession())
 
 
+class HeldInterrupt:
+    """Ctrl-C (SIGINT) held while something must not be interrupted half-way (see
+    :func:`interrupted_start`): ``seen`` says whether one came."""
+
+    def __init__(self, message: str) -> None:
+        self.seen: list[int] = []
+        self.message = message
+        self.active = False
+        #: A handler installed meanwhile by someone else (PySpark's), put back at the end.
+        self.replaced_by: Any = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.seen:  # a second one: at once
+            raise KeyboardInterrupt(self.message)
+        self.seen.append(signum)
+
+    def hold_again(self) -> None:
+        """Hold again after something replaced the handler (PySpark's context installs
+        its own when it starts)."""
+        if self.active:
+            found = signal.getsignal(signal.SIGINT)
+            if found != self.handler:
+                self.replaced_by = found
+            signal.signal(signal.SIGINT, self.handler)
+
+    def raise_if_seen(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt(self.message)
+
+
 @contextmanager
-def interrupted_start() -> Iterator[list[int]]:
-    """Ctrl-C (SIGINT) while Spark starts is held until the JVM is up (a JVM
-    interrupted half-way through its start would outlive this process), then the
-    caller stops it and raises :func:`start_interrupted`. A second Ctrl-C interrupts
-    at once. Only on the main thread (the only one Python delivers signals to)."""
-    seen: list[int] = []
+def interrupted_start(message: str = "interrupted while Spark was starting: nothing ran") -> Iterator[HeldInterrupt]:
+    """Ctrl-C (SIGINT) while Spark starts (or an engine is set up) is held until it is
+    done (a JVM interrupted half-way through its start would outlive this process; a
+    py4j call interrupted half-way leaves its connection unusable and prints pages of
+    tracebacks), then the caller raises ``KeyboardInterrupt(message)``
+    (:meth:`HeldInterrupt.raise_if_seen`). A second Ctrl-C interrupts at once. Only on
+    the main thread (the only one Python delivers signals to). On leaving, the handler
+    in place when the block last held (PySpark's, once its context started) is put back."""
+    held = HeldInterrupt(message)
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield seen
+        yield held
         return
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        if seen:
-            raise start_interrupted()
-        seen.append(signum)
-
-    before = signal.signal(signal.SIGINT, hold)
+    before = signal.signal(signal.SIGINT, held.handler)
+    held.active = True
     try:
-        yield seen
+        yield held
     finally:
-        signal.signal(signal.SIGINT, before)
-
-
-def start_interrupted() -> KeyboardInterrupt:
-    return KeyboardInterrupt("interrupted while Spark was starting: nothing ran")
+        held.active = False
+        current = signal.getsignal(signal.SIGINT)
+        if current != held.handler:  # replaced inside the block and not held again: keep the replacement
+            held.replaced_by = current
+        signal.signal(signal.SIGINT, held.replaced_by if held.replaced_by is not None else before)
 
 
 def quiet_py4j() -> None:
