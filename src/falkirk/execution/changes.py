@@ -123,14 +123,34 @@ def check_unchanged(store: MetaStore, pipeline: Pipeline, current: Mapping[str, 
     for name, before in recorded.items():
         if name not in pipeline.processors and before.get("stateful"):
             lines.append(f"processor {name!r} ({before.get('kind')}): was removed: the epochs this root committed ran it")
+    edges = _edges_changed(description, pipeline)
+    if edges and not lines:
+        lines.append(edges)
     if lines:
         committed = store.committed_epoch()
         at = f" (committed up to epoch {committed})" if committed is not None else ""
+        listed = lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines) + "\n"
         raise PipelineChangedError(
             f"pipeline {pipeline.name!r} changed since it last ran on this storage root{at}; its stored state would "
-            "be read as something else:\n  " + "\n  ".join(lines) + "\nRun the pipeline as it was, or start a new "
-            "storage root: changing a keyed processor's state on an existing root is not supported yet"
+            f"be read as something else: {listed}. Run the pipeline as it was; or, to change it, run it as it was to "
+            "a clean stop with a savepoint (Engine.run(savepoint=True)) and start the new version with "
+            "Engine(..., upgrade=True) (see the upgrade guide)"
         )
+
+
+def _edges_changed(description: Mapping[str, Any], pipeline: Pipeline) -> str | None:
+    """A phrase when the pipeline's edges differ from the recorded ones (a processor
+    added or removed, an input moved): its recorded rollback points name the old
+    edges. None when they are the same (or none were recorded)."""
+    recorded = description.get("topology", {}).get("edges")
+    if not recorded:
+        return None
+    now = {str(e.name) for e in pipeline.edges()}
+    added, removed = sorted(now - set(recorded)), sorted(set(recorded) - now)
+    if not added and not removed:
+        return None
+    said = [f"edge{'s' if len(added) > 1 else ''} {', '.join(added)} added" if added else "", f"edge{'s' if len(removed) > 1 else ''} {', '.join(removed)} removed" if removed else ""]
+    return f"the dataflow changed ({'; '.join(x for x in said if x)}), and the root's rollback points are those of the old one"
 
 
 def _changes(store: MetaStore, p: Processor, before: dict[str, Any] | None, signature: StateSignature | None) -> list[str]:
