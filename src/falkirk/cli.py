@@ -174,6 +174,27 @@ def _fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def _savepoints(args: argparse.Namespace) -> int:
+    import json
+
+    from falkirk.ops.savepoints import drop, listing, render
+
+    if args.drop:
+        drop(args.storage, args.drop)
+        print(f"savepoint {args.drop!r} dropped")
+        return 0
+    found = listing(args.storage)
+    print(json.dumps(found, indent=2) if args.json else render(found, args.storage))
+    return 0
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    from falkirk.ops.savepoints import existing_cut
+
+    print(existing_cut(args.storage))
+    return 0
+
+
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
@@ -246,6 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_fork.add_argument("storage", help="the copied storage root (local; no driver may run on it)")
     p_fork.add_argument("--dsn", action="append", metavar="SINK=DSN", help=dsn_help)
     p_fork.set_defaults(run=_fork)
+    p_sps = sub.add_parser("savepoints", help="the savepoints of a storage root (a changed pipeline starts from one)")
+    p_sps.add_argument("storage", help="the storage root (local)")
+    p_sps.add_argument("--drop", metavar="NAME", help="delete savepoint NAME (garbage collection never does)")
+    p_sps.add_argument("--json", action="store_true", help="print them as JSON")
+    p_sps.set_defaults(run=_savepoints)
+    p_sp = sub.add_parser("savepoint", help="name the savepoint at a stopped pipeline's last committed epoch (a clean stop with a savepoint takes one)")
+    p_sp.add_argument("storage", help="the storage root (local)")
+    p_sp.set_defaults(run=_savepoint)
     p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor, or the rows set aside")
     p_inspect.add_argument("storage", help="the storage root")
     p_inspect.add_argument("what", help="an epoch number, a processor name, 'quarantine' (the rows processors set aside) or 'failure' (the last run-time error, whole)")

@@ -7,9 +7,11 @@ upgraded root and version 2 on a root without a savepoint are refused."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +21,9 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
+from falkirk.cli import main as cli
 from falkirk.demo.upgrade import BIG_COLUMNS, TOTALS_COLUMNS_2, build_pipeline
+from falkirk.graph import Pipeline
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.storage.filesystem import LocalFileSystem
@@ -93,7 +97,7 @@ def test_killed_at_every_new_point_and_at_a_random_moment_the_upgrade_is_exact(s
     assert written(tmp_path) == expected(read_input(tmp_path / "in"), upgraded_after=len(V1))
 
 
-def test_an_upgrade_without_a_savepoint_at_the_last_epoch_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+def test_an_upgrade_without_a_savepoint_at_the_last_epoch_is_refused(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_input(tmp_path / "in", range(1, 3), seed=5)
 
     def engine(version: int, **kw: object) -> Engine:
@@ -107,7 +111,45 @@ def test_an_upgrade_without_a_savepoint_at_the_last_epoch_is_refused(spark: Spar
     engine(1).run()  # one more epoch after the savepoint
     with pytest.raises(UpgradeError, match="savepoint 'before-2' is at epoch 2, and this storage root committed up to epoch 3"):
         engine(2, upgrade=True).run()
+    root = str(tmp_path / "state")
+    assert cli(["savepoint", root]) == 2 and "no savepoint holds the last committed epoch (3)" in capsys.readouterr().err
     report = engine(1).run(savepoint=True)  # a clean stop with a savepoint: now it upgrades
+    assert cli(["savepoint", root]) == 0 and capsys.readouterr().out.strip() == report.savepoint
+    assert cli(["savepoints", root]) == 0
+    listed = capsys.readouterr().out
+    assert "before-2" in listed and str(report.savepoint) in listed and "totals" in listed
+    assert cli(["savepoints", root, "--drop", "before-2"]) == 0 and cli(["savepoints", root, "--json"]) == 0
+    assert [s["name"] for s in json.loads(capsys.readouterr().out.split("\n", 1)[1])] == [report.savepoint]
     upgraded = engine(2, upgrade=True).run()
     assert upgraded.upgraded_from == report.savepoint and math.isfinite(upgraded.seconds)
     assert written(tmp_path) == expected(read_input(tmp_path / "in"), upgraded_after=3)
+
+
+def test_a_savepoint_copied_to_another_root_starts_it_there_and_back(spark: SparkSession, tmp_path: Path) -> None:
+    """A savepoint is a directory: copied into another root's ``savepoints/`` (here a
+    ``file://`` URI root, reached through Hadoop), ``from_savepoint=`` starts that
+    root from it; its own savepoint, copied back to a local root, starts version 2
+    there. The tables are the same throughout: exactly an uninterrupted sequence."""
+    inputs = tmp_path / "in"
+
+    def pipeline(version: int) -> Pipeline:
+        return build_pipeline(str(inputs), str(tmp_path / "out"), version)
+
+    write_input(inputs, range(1, 3), seed=9)
+    first = Engine(pipeline(1), tmp_path / "a", spark=spark).run(savepoint="at-2")
+    assert first.savepoint == "at-2"
+    shutil.copytree(tmp_path / "a" / "savepoints" / "at-2", tmp_path / "b" / "savepoints" / "at-2")
+    write_input(inputs, range(3, 5), seed=9)
+    there = Engine(pipeline(1), f"file://{tmp_path / 'b'}", spark=spark, metadata_dir=tmp_path / "b-meta", from_savepoint="at-2")
+    second = there.run(savepoint="at-4")
+    assert second.epochs == [3, 4] and second.upgraded_from == "at-2"
+    shutil.copytree(tmp_path / "b" / "savepoints" / "at-4", tmp_path / "c" / "savepoints" / "at-4")
+    write_input(inputs, range(5, 7), seed=9)
+    third = Engine(pipeline(2), tmp_path / "c", spark=spark, from_savepoint="at-4").run()
+    assert third.epochs == [5, 6]
+    assert written(tmp_path) == expected(read_input(inputs), upgraded_after=4)
+    shutil.copytree(tmp_path / "b" / "savepoints" / "at-4", tmp_path / "d" / "savepoints" / "at-4")
+    damaged = tmp_path / "d" / "savepoints" / "at-4" / "manifest.json"
+    damaged.write_text(damaged.read_text()[:-40])
+    with pytest.raises(savepoints.SavepointError, match=r"manifest .* is not JSON .* it is damaged"):
+        Engine(pipeline(2), tmp_path / "d", spark=spark, from_savepoint="at-4").run()

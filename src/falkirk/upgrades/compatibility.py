@@ -58,6 +58,8 @@ class NewColumn:
     name: str
     dtype: str
     default: object = None
+    #: What it is, for people (``aggregate 'max_amount'``; empty: the column).
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ class StateMapping:
     def describe(self) -> list[str]:
         """One phrase per change, for the version history and ``falkirk status``."""
         said = [f"renamed from {self.old_name!r}"] if self.old_name != self.processor else []
-        said += [f"column {c.name!r} added ({'null' if c.default is None else repr(c.default)} for the keys held)" for c in self.added]
+        labels = dict.fromkeys(c.label or f"column {c.name!r}" for c in self.added)  # (an average adds two partials)
+        defaults = {c.label or f"column {c.name!r}": c.default for c in self.added}
+        said += [f"{label} added ({'null' if defaults[label] is None else repr(defaults[label])} for the keys held)" for label in labels]
         said += [f"column {name!r} widened to {dtype}" for name, dtype in self.casts.items()]
         said += [f"column {name!r} dropped" for name in self.dropped]
         return said
@@ -141,8 +145,9 @@ def map_state(
     kept, casts, added, dropped = [], {}, [], []
     for name, dtype in new_columns.items():
         if name not in old_columns:
-            default = defaults.get(name, defaults.get(_output_of(name, new)))
-            added.append(NewColumn(name, dtype, default))
+            output = _output_of(name, new)
+            label = f"aggregate {output!r}" if output != name else ""
+            added.append(NewColumn(name, dtype, defaults.get(name, defaults.get(output)), label))
         elif old_columns[name] == dtype:
             kept.append(name)
         elif widens(old_columns[name], dtype):
