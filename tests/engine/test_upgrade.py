@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from falkirk.cli import main as cli
 from falkirk.demo.upgrade import BIG_COLUMNS, TOTALS_COLUMNS_2, build_pipeline
 from falkirk.graph import Pipeline
+from falkirk.ops.status import status
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
 from falkirk.storage.filesystem import LocalFileSystem
@@ -147,6 +148,9 @@ def test_a_savepoint_copied_to_another_root_starts_it_there_and_back(spark: Spar
     write_input(inputs, range(5, 7), seed=9)
     third = Engine(pipeline(2), tmp_path / "c", spark=spark, from_savepoint="at-4").run()
     assert third.epochs == [5, 6]
+    history = status(str(tmp_path / "c"))["history"]
+    assert [(v["version"], v["savepoint"], v["epoch"]) for v in history] == [(2, "at-2", 2), (3, "at-4", 4)]
+    assert "aggregate 'totals': aggregate 'max_amount' added (null for the keys held)" in history[1]["changes"]
     assert written(tmp_path) == expected(read_input(inputs), upgraded_after=4)
     shutil.copytree(tmp_path / "b" / "savepoints" / "at-4", tmp_path / "d" / "savepoints" / "at-4")
     damaged = tmp_path / "d" / "savepoints" / "at-4" / "manifest.json"

@@ -197,6 +197,8 @@ def status(storage: str, metadata_dir: str | None = None, dsns: dict[str, str] |
             "processors": processors,
             "recovery": recovery,
             "in_doubt": [d.to_json() for d in in_doubt(description, identity, dsns)] if identity is not None else [],
+            "partitions": store.fact("state_partitions"),
+            "history": description.get("history", []),
         }
     finally:
         store.close()
@@ -316,6 +318,11 @@ def render(report: dict[str, Any]) -> str:
     if report["global_checkpoints"]:
         g = report["global_checkpoints"]
         lines.append(f"global checkpoints: every {g['every']} epochs" if g["every"] else f"global checkpoints: every {g['seconds']} s")
+    if report.get("partitions"):
+        lines.append(f"state partitions: {report['partitions']}")
+    for version in report.get("history", []):
+        changes = "; ".join(version.get("changes", [])) or "no state changed"
+        lines.append(f"version {version['version']}: from savepoint {version['savepoint']} at epoch {version['epoch']} ({changes})")
     lines.append("")
     header = ("processor", "kind", "policy", "frontier", "last ckpt", "ckpts kept", "logs kept")
     rows = [header]
