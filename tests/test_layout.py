@@ -29,6 +29,7 @@ LAYERS = [
     {"control"},
     {"operators", "io"},
     {"observe"},
+    {"upgrades"},  # savepoints and what an upgrade may change: execution and runtime use them
     {"execution"},
     {"coordinator"},
     {"runtime"},
