@@ -31,7 +31,7 @@ from falkirk.storage.filesystem import LocalFileSystem
 from falkirk.testing.upgrade import Expected, expected, read_input, write_input
 from falkirk.testing.visibility import CommittedOnly
 from falkirk.upgrades import savepoints
-from falkirk.upgrades.upgrade import UpgradeError
+from falkirk.upgrades.upgrade import Upgrade, UpgradeError
 from tests.engine.examples import EXAMPLES, finish, kill_at_a_random_moment, run_example_here
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def written(work: Path) -> Expected:
     )
 
 
-def test_killed_at_every_new_point_and_at_a_random_moment_the_upgrade_is_exact(spark: SparkSession, tmp_path: Path) -> None:
+def test_killed_at_every_new_point_and_at_a_random_moment_the_upgrade_is_exact(spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     write_input(tmp_path / "in", V1, seed=3)
     visible = CommittedOnly(tmp_path / "state")
     # Version 1, killed as it commits, then to its savepoint - killed as it writes it.
@@ -92,9 +92,10 @@ def test_killed_at_every_new_point_and_at_a_random_moment_the_upgrade_is_exact(s
     finally:
         store.close()
     # Version 1 on the upgraded root: refused, one line, nothing changed.
-    old = subprocess.run([sys.executable, str(EXAMPLES / "upgrade.py"), *args(tmp_path, 1)], capture_output=True, timeout=300)
-    said = old.stderr.decode().strip().splitlines()
-    assert old.returncode == 2 and len(said) == 1 and "'max_amount'" in said[0], said
+    capfd.readouterr()
+    code = run_example_here("upgrade", args(tmp_path, 1))  # (in this process: the refusal needs no JVM of its own)
+    said = capfd.readouterr().err.strip().splitlines()
+    assert code == 2 and len(said) == 1 and "'max_amount'" in said[0], said
     assert written(tmp_path) == expected(read_input(tmp_path / "in"), upgraded_after=len(V1))
 
 
@@ -114,6 +115,14 @@ def test_an_upgrade_without_a_savepoint_at_the_last_epoch_is_refused(spark: Spar
         engine(2, upgrade=True).run()
     root = str(tmp_path / "state")
     assert cli(["savepoint", root]) == 2 and "no savepoint holds the last committed epoch (3)" in capsys.readouterr().err
+    # A savepoint of another root at the same epoch, copied in: refused, not mixed in.
+    other = Engine(build_pipeline(str(tmp_path / "in"), str(tmp_path / "other-out"), 1), tmp_path / "other", spark=spark)
+    other.run(savepoint="elsewhere")
+    shutil.copytree(tmp_path / "other" / "savepoints" / "elsewhere", tmp_path / "state" / "savepoints" / "elsewhere")
+    with pytest.raises(UpgradeError, match="'elsewhere' was taken on another storage root"):
+        engine(2, upgrade=Upgrade(savepoint="elsewhere")).run()
+    assert cli(["savepoints", root, "--drop", "elsewhere"]) == 0
+    capsys.readouterr()
     report = engine(1).run(savepoint=True)  # a clean stop with a savepoint: now it upgrades
     assert cli(["savepoint", root]) == 0 and capsys.readouterr().out.strip() == report.savepoint
     assert cli(["savepoints", root]) == 0

@@ -52,6 +52,7 @@ from falkirk.recovery import Topology
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, Forget, MetaStore, verify_files
 from falkirk.storage.filesystem import FileSystem
+from falkirk.storage.identity import IDENTITY
 from falkirk.time.ticks import Tick
 from falkirk.upgrades import savepoints
 from falkirk.upgrades.compatibility import Refusal, StateMapping, map_state
@@ -153,6 +154,13 @@ def upgrade_root(
         description["history"] = list((recorded or {}).get("history", []))
         return None
     savepoint = _savepoint(fs, root, options.savepoint, committed, pipeline.name)
+    own = store.fact(IDENTITY)
+    if committed is not None and own is not None and savepoint.identity not in (None, own):
+        raise UpgradeError(
+            f"savepoint {savepoint.name!r} was taken on another storage root (identity {savepoint.identity}, this one is "
+            f"{own}): its state would be mixed with this root's committed epochs and outputs; start a new storage root "
+            "from it (from_savepoint= on a root with nothing committed), or upgrade from this root's own savepoint"
+        )
     plan = _plan(savepoint, pipeline, current, options)
     batch = CommitBatch(epoch=savepoint.epoch, forget=Forget(everything=True))
     for p in pipeline.processors.values():
