@@ -77,7 +77,13 @@ from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
 from falkirk.runtime.exceptions import EngineInvariantError
-from falkirk.runtime.parallelism import PARTITIONS_FACT, Parallelism, check_parallelism, resolve
+from falkirk.runtime.parallelism import (
+    PARTITIONS_FACT,
+    Parallelism,
+    check_parallelism,
+    resolve,
+    use,
+)
 from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import RunAbandoned, StopRequest, stop_on_signals
@@ -590,13 +596,10 @@ class Engine:
         set the engine's session to it (operators set up under another number, by a
         standby, are set up again)."""
         parallelism = resolve(self.requested_parallelism, store.fact(PARTITIONS_FACT), self._session_partitions)
-        if self.spark.conf.get("spark.sql.shuffle.partitions") != str(parallelism.partitions):
-            self.spark.conf.set("spark.sql.shuffle.partitions", str(parallelism.partitions))
+        if use(self.spark, parallelism, self.pipeline.name):
             self._operators = None
         self.report.partitions, self.report.rescaled_from = parallelism.partitions, parallelism.rescaled_from
         self.description["parallelism"] = parallelism.partitions
-        if parallelism.rescaled_from is not None:
-            logger.info("%s: rescaling the keyed state from %d to %d partitions", self.pipeline.name, parallelism.rescaled_from, parallelism.partitions)
         return parallelism
 
     def _set_up_again(self) -> tuple[dict[str, Operator], dict[tuple[str, str], StructType]]:

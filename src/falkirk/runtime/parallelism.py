@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from pyspark.sql import SparkSession
+
 from falkirk.graph.exceptions import GraphError
 
 logger = logging.getLogger(__name__)
@@ -60,3 +62,14 @@ def resolve(requested: int | None, recorded: str | None, session_default: int) -
     if before is not None and before != requested:
         return Parallelism(requested, rescaled_from=before)
     return Parallelism(requested)
+
+
+def use(spark: SparkSession, parallelism: Parallelism, pipeline: str) -> bool:
+    """Set the engine's session (its own clone) to ``parallelism``'s number of
+    partitions; whether it changed (operators set up before must be set up again)."""
+    if parallelism.rescaled_from is not None:
+        logger.info("%s: rescaling the keyed state from %d to %d partitions", pipeline, parallelism.rescaled_from, parallelism.partitions)
+    if spark.conf.get("spark.sql.shuffle.partitions") == str(parallelism.partitions):
+        return False
+    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism.partitions))
+    return True
