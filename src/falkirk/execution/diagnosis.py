@@ -49,6 +49,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 import falkirk
+from falkirk.exceptions import error_text
 from falkirk.execution.run_state import RunState
 from falkirk.execution.work import EpochWork
 from falkirk.graph import Processor
@@ -165,7 +166,7 @@ def cause_of(exc: BaseException) -> str | None:
     """The stable one-line cause of a failure of the data or of the user's code:
     Spark's error condition and message without its query context, or the Python
     exception a task raised; None for anything else."""
-    python = _python_exception(str(exc))
+    python = _python_exception(error_text(exc))
     if python is not None:
         return python
     spark = _spark_exception(exc)
@@ -241,7 +242,7 @@ def diagnose(
     ``surfaced`` ran its step of ``work``'s epoch, comes from (``found``: its
     :func:`culprit_of`, if known; ``note``: a sentence added to the message)."""
     culprit, failed = found or culprit_of(state, surfaced, work, exc, cause)
-    line = _user_frame(str(failed)) or _call_site(state, culprit, work)
+    line = _user_frame(error_text(failed)) or _call_site(state, culprit, work)
     failure = StepFailure(
         processor=culprit.name,
         kind=culprit.spec.kind,

@@ -35,7 +35,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from falkirk.exceptions import FalkirkError
+from falkirk.exceptions import FalkirkError, error_text
 from falkirk.execution.diagnosis import cause_of, run_alone
 from falkirk.execution.quarantine import IDENTITY, file_identity, identity, unit_of
 from falkirk.execution.run_state import RunState
@@ -81,7 +81,7 @@ class InputFails(Exception):
     rows are a processor's above it."""
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
+        super().__init__(error_text(error))
         self.error = error
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from falkirk.exceptions import FalkirkError
+from falkirk.exceptions import FalkirkError, error_text
 from falkirk.storage import CorruptStorageError
 
 #: Phrases of the JVM's messages that mean a file's bytes are not what was written.
@@ -30,7 +30,7 @@ def as_storage_error(exc: BaseException) -> CorruptStorageError | None:
     was raised from) says a file is damaged, else None."""
     seen: BaseException | None = exc
     while seen is not None:
-        text = str(seen)
+        text = error_text(seen)
         if any(phrase in text for phrase in _DAMAGE):
             match = _PATH.search(text)
             where = match.group(1).rstrip(".") if match else "a file Spark read"
@@ -66,7 +66,7 @@ def is_executor_loss(exc: BaseException) -> bool:
     blocks or shuffle output an epoch needed."""
     seen: BaseException | None = exc
     while seen is not None:
-        if any(phrase in str(seen) for phrase in _EXECUTOR_LOSS):
+        if any(phrase in error_text(seen) for phrase in _EXECUTOR_LOSS):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -81,7 +81,7 @@ def first_line(exc: BaseException | str) -> str:
     """What ``exc`` (an error, or its message) says, in one line, for a log or a
     message: the innermost cause a Java error names (the failed task's exception),
     else its own first line (its type's name if it has none)."""
-    text = str(exc)
+    text = exc if isinstance(exc, str) else error_text(exc)
     causes = _CAUSED_BY.findall(text) or _TASK_FAILURE.findall(text)
     if causes:
         return str(causes[-1]).strip()[:500]

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from falkirk.exceptions import error_text
 from falkirk.storage.exceptions import StorageFullError
 from falkirk.storage.filesystem import is_uri, local_path
 
@@ -82,10 +83,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _text(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:  # a Py4JJavaError asks the JVM for its text
-        return type(exc).__name__
+    return error_text(exc)  # a Py4JJavaError asks the JVM for its text, once
 
 
 def _evidence(exc: BaseException, text: str) -> tuple[str, bool, str | None] | None:
