@@ -20,6 +20,8 @@
   kept, the plan a recovery started now would follow (and why), the driver holding it;
 * ``falkirk inspect STORAGE EPOCH|PROCESSOR`` - the Ξ records and files behind an
   epoch or a processor (JSON);
+* ``falkirk state STORAGE PROCESSOR [--at EPOCH|SAVEPOINT] [--output DIR]`` - a keyed
+  processor's state as a table (falkirk.ops.state_table): shown, or written as Parquet;
 * ``falkirk resolve STORAGE --identity OLD`` - commits or rolls back the in-doubt
   transactions a root left under an old identity (``falkirk status`` lists them), as
   its next run would its own;
@@ -195,6 +197,22 @@ def _savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _state(args: argparse.Namespace) -> int:
+    from falkirk.ops.state_table import read_state_at, write_state
+    from falkirk.spark import spark_session
+
+    at = int(args.at) if args.at is not None and args.at.isdigit() else args.at
+    spark = spark_session(app="falkirk-state")
+    if args.output:
+        where = write_state(spark, args.storage, args.processor, args.output, at)
+        print(f"falkirk: wrote the state of {where.describe()} to {args.output} (Parquet)")
+        return 0
+    rows, where = read_state_at(spark, args.storage, args.processor, at)
+    print(f"falkirk: the state of {where.describe()}: {rows.count()} rows")
+    rows.show(args.rows, truncate=False)
+    return 0
+
+
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
@@ -275,6 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_sp = sub.add_parser("savepoint", help="name the savepoint at a stopped pipeline's last committed epoch (a clean stop with a savepoint takes one)")
     p_sp.add_argument("storage", help="the storage root (local)")
     p_sp.set_defaults(run=_savepoint)
+    p_state = sub.add_parser("state", help="a keyed processor's state as a table: shown, or written as Parquet")
+    p_state.add_argument("storage", help="the storage root (local)")
+    p_state.add_argument("processor", help="a keyed processor (aggregate, stateful, lookup, window, join, buffer)")
+    p_state.add_argument("--at", metavar="EPOCH|SAVEPOINT", help="an epoch with a checkpoint or a savepoint's name (default: what a restart would restore)")
+    p_state.add_argument("--output", metavar="DIR", help="write it as Parquet to DIR (a new directory) instead of showing it")
+    p_state.add_argument("--rows", type=int, default=20, help="how many rows to show (default 20)")
+    p_state.set_defaults(run=_state)
     p_inspect = sub.add_parser("inspect", help="the Ξ records and files behind an epoch or a processor, or the rows set aside")
     p_inspect.add_argument("storage", help="the storage root")
     p_inspect.add_argument("what", help="an epoch number, a processor name, 'quarantine' (the rows processors set aside) or 'failure' (the last run-time error, whole)")
