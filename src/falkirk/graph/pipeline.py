@@ -95,7 +95,8 @@ class Processor:
     @property
     def ports(self) -> tuple[str, ...]:
         """Its output ports: the spec's, then ``errors`` where it has one."""
-        return (*self.spec.ports, ERRORS_PORT) if self.has_errors else self.spec.ports
+        ports = self.spec.output_ports
+        return (*ports, ERRORS_PORT) if self.has_errors else ports
 
     @property
     def has_errors(self) -> bool:

@@ -90,6 +90,12 @@ class OperatorSpec:
     fits_regions: ClassVar[bool] = True
 
     @property
+    def output_ports(self) -> tuple[str, ...]:
+        """The ports this processor has: :attr:`ports`, and a keyed processor with a
+        time-to-live also :data:`EXPIRED_PORT`."""
+        return self.ports
+
+    @property
     def translates(self) -> str | None:
         """The loop or region a translator leads into, around or out of (None for
         any other operator)."""
@@ -162,6 +168,17 @@ class ExchangeSpec(OperatorSpec):
     key: tuple[str, ...] = ()
 
 
+#: The output port of the keys a time-to-live removed from a keyed state, each with
+#: its last value (an aggregate's values, a ``stateful`` function's state).
+EXPIRED_PORT = "expired"
+
+
+def check_ttl(ttl: object) -> None:
+    """A time-to-live is a positive number of epochs, or None."""
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
+        raise GraphError(f"ttl must be a positive number of epochs (or None: keys never expire), got {ttl!r}")
+
+
 @dataclass(frozen=True)
 class AggregateSpec(OperatorSpec):
     """Running aggregates per key: ``{"out": (func, column)}``."""
@@ -169,10 +186,20 @@ class AggregateSpec(OperatorSpec):
     kind: ClassVar[str] = "aggregate"
     policies: ClassVar[tuple[type[Policy], ...]] = ALL_POLICIES
     keyed: ClassVar[bool] = True
+    optional_ports: ClassVar[tuple[str, ...]] = ("expired",)
     key: tuple[str, ...] = ()
     aggregates: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
+    #: Time to live in epochs: a key whose state no epoch changed for this many
+    #: epochs leaves the state (see :meth:`falkirk.graph.Stream.aggregate`).
+    ttl: int | None = None
+
+    @property
+    def output_ports(self) -> tuple[str, ...]:
+        return (*self.ports, EXPIRED_PORT) if self.ttl is not None else self.ports
+
     def __post_init__(self) -> None:
+        check_ttl(self.ttl)
         if not self.aggregates:
             raise GraphError("aggregate: give at least one aggregate, e.g. {'n': ('count', None)}")
         for out, spec in self.aggregates.items():
@@ -194,13 +221,23 @@ class StatefulSpec(OperatorSpec):
     state_schema: str = ""
     output_schema: str = ""
     on_epoch_end: Callable[..., Any] | None = None
+    optional_ports: ClassVar[tuple[str, ...]] = ("expired",)
 
     @property
     def notifies(self) -> bool:
         return self.on_epoch_end is not None
     vectorized: bool = False
 
+    #: Time to live in epochs: a key whose state no epoch changed for this many
+    #: epochs leaves the state (see :meth:`falkirk.graph.Stream.aggregate`).
+    ttl: int | None = None
+
+    @property
+    def output_ports(self) -> tuple[str, ...]:
+        return (*self.ports, EXPIRED_PORT) if self.ttl is not None else self.ports
+
     def __post_init__(self) -> None:
+        check_ttl(self.ttl)
         if not callable(self.fn):
             raise GraphError(f"stateful: fn must be a function, got {self.fn!r}")
         if self.vectorized and self.on_epoch_end is not None:

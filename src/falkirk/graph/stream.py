@@ -16,6 +16,7 @@ from falkirk.graph.exceptions import GraphError
 from falkirk.graph.plugins import Sink, TransactionalSink
 from falkirk.graph.policies import Policy
 from falkirk.graph.specs import (
+    EXPIRED_PORT,
     AggregateSpec,
     BufferSpec,
     ExchangeSpec,
@@ -116,11 +117,22 @@ class Stream:
         *,
         policy: Policy | None = None,
         on_error: OnError | str | None = None,
+        ttl: int | None = None,
     ) -> Stream:
         """Running aggregates per key: ``{"out_col": (func, in_col)}`` with func one of
         count (in_col may be None), sum, min, max, avg, first, last. Each epoch emits,
-        for the keys it touched, the key, the updated aggregates and nothing else."""
-        return self._build(name, lambda: AggregateSpec(key=keys(name, key), aggregates=dict(aggregates)), policy=policy, on_error=on_error)
+        for the keys it touched, the key, the updated aggregates and nothing else.
+
+        ``ttl=N`` (epochs): a key no epoch changed for N epochs leaves the state at the
+        end of the N-th such epoch - a key last changed in epoch e is gone after epoch
+        e + N, and rows of it in a later epoch start afresh. Its last aggregates go
+        to the :meth:`expired` output in that epoch (connect it to keep them). The
+        rule depends only on epoch numbers, so a replay after a crash expires the
+        same keys in the same epochs; checkpoints record the removals. A key given
+        to a new version by an upgrade counts as changed in the upgrade's epoch."""
+        return self._build(
+            name, lambda: AggregateSpec(key=keys(name, key), aggregates=dict(aggregates), ttl=ttl), policy=policy, on_error=on_error
+        )
 
     def stateful(
         self,
@@ -134,6 +146,7 @@ class Stream:
         on_error: OnError | str | None = None,
         on_epoch_end: Callable[..., Any] | None = None,
         vectorized: bool = False,
+        ttl: int | None = None,
     ) -> Stream:
         """A user function with per-key state, run in pandas through Spark.
 
@@ -161,7 +174,12 @@ class Stream:
         Rows and state reach ``fn`` as pandas DataFrames converted from Arrow as
         PySpark's pandas UDFs convert them: an integer column holding a null becomes
         float64, which holds integers exactly only up to 2^53. Keep integer columns
-        that may exceed that (ids) free of nulls - e.g. a sentinel such as -1."""
+        that may exceed that (ids) free of nulls - e.g. a sentinel such as -1.
+
+        ``ttl=N`` (epochs): a key whose state no epoch changed for N epochs leaves the
+        state, its last state going to the :meth:`expired` output (key and state
+        columns), as :meth:`aggregate`'s ``ttl`` says. A key ``on_epoch_end`` keeps
+        state for is changed each epoch and never expires."""
         def spec() -> StatefulSpec:
             return StatefulSpec(
                 key=keys(name, key),
@@ -170,6 +188,7 @@ class Stream:
                 output_schema=output_schema,
                 on_epoch_end=on_epoch_end,
                 vectorized=vectorized,
+                ttl=ttl,
             )
 
         return self._build(name, spec, policy=policy, on_error=on_error)
@@ -280,6 +299,14 @@ class Stream:
             )
 
         return self._build(name, spec, policy=policy, on_error=on_error)
+
+    def expired(self) -> Stream:
+        """The keys a keyed processor's ``ttl`` removed from its state, each with its
+        last value (see :meth:`aggregate`), in the epoch it expired."""
+        spec = self.pipeline.spec_of(self.processor)
+        if spec is None or EXPIRED_PORT not in spec.output_ports:
+            raise GraphError(f"expired(): {self.processor!r} has no time-to-live; give its aggregate or stateful ttl=N (epochs)")
+        return Stream(self.pipeline, self.processor, EXPIRED_PORT)
 
     def late(self) -> Stream:
         """The late rows of a window processor (see :meth:`window`)."""

@@ -14,10 +14,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DoubleType, LongType, StructField, StructType
 
 from falkirk.graph.signatures import StateSignature
-from falkirk.graph.specs import AggregateSpec
+from falkirk.graph.specs import EXPIRED_PORT, AggregateSpec
 from falkirk.operators.base import Step, require, state_columns
-from falkirk.operators.keyed import KeyedOperator
-from falkirk.spark.frames import quote
+from falkirk.operators.keyed import KeyedOperator, check_ttl_scope
+from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
 
@@ -116,19 +116,31 @@ def aggregate_prepare(state: KeyedState, batch: DataFrame, aggregates: AggSpec, 
     return partials
 
 
-def aggregate_merge(state: KeyedState, partials: DataFrame, aggregates: AggSpec, epoch: int) -> DataFrame:
+def aggregate_merge(
+    state: KeyedState, partials: DataFrame, aggregates: AggSpec, epoch: int, ttl: int | None = None
+) -> dict[str, DataFrame]:
     """The second half: combine :func:`aggregate_prepare`'s partials with the
     stored aggregates of their keys (only those keys are looked up and rewritten:
     O(epoch), not O(state)); return every key of the epoch with its updated
-    aggregates."""
+    aggregates (``out``), and with a ``ttl`` the keys it removes, with their last
+    aggregates (``expired``)."""
     keys = list(state.keys)
     rules = _combine_rules(state.schema, aggregates)
     new = partials.selectExpr(*map(quote, keys), *[f"{quote(n)} AS {quote('n_' + n)}" for n, _ in rules])
     merged = state.with_stored(new).selectExpr(
         *map(quote, keys), *[f"{combine_sql(rule, n, 'n_' + n)} AS {quote(n)}" for n, rule in rules]
     )
-    changed = state.apply(merged, None, epoch, partitioned=True)
-    return changed.selectExpr(*map(quote, keys), *[final_sql(o, f) for o, (f, _) in aggregates.items()])
+    finals = [*map(quote, keys), *[final_sql(o, f) for o, (f, _) in aggregates.items()]]
+    if ttl is None:
+        return {"out": state.apply(merged, None, epoch, partitioned=True).selectExpr(*finals)}
+    expired = state.expiring(epoch, ttl, partials)
+    gone = None if expired is None else materialise(expired)
+    if gone is not None:
+        state.retire(epoch, gone)  # read by this epoch's consumers; freed once it commits
+    changed = state.apply(merged, None if gone is None else gone.select(*keys), epoch, partitioned=True)
+    out = {"out": changed.selectExpr(*finals)}
+    out[EXPIRED_PORT] = (gone if gone is not None else empty(state.spark, state.schema)).selectExpr(*finals)
+    return out
 
 
 class AggregateOperator(KeyedOperator):
@@ -148,7 +160,9 @@ class AggregateOperator(KeyedOperator):
             if t is None:
                 t = state_schema[f"{out}__{func}"].dataType
             fields.append(StructField(out, t, True))
-        return {"out": StructType(fields)}
+        check_ttl_scope(self.processor)
+        self.ttl = spec.ttl
+        return {port: StructType(fields) for port in spec.output_ports}
 
     def state_signature(self) -> StateSignature:
         return StateSignature.of(self.processor.kind, keys=self.keys, aggregates=self.aggregates, columns=state_columns(self.state.schema))
@@ -156,4 +170,4 @@ class AggregateOperator(KeyedOperator):
     def step(self, step: Step) -> dict[str, DataFrame]:
         partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.version)
         step.wait_previous()
-        return {"out": aggregate_merge(self.state, partials, self.aggregates, step.version)}
+        return aggregate_merge(self.state, partials, self.aggregates, step.version, self.ttl)

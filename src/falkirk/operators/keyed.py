@@ -9,8 +9,19 @@ from typing import ClassVar
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from falkirk.graph import GraphError, Processor
 from falkirk.operators.base import Chain, Operator
 from falkirk.spark.state import KeyedState
+
+
+def check_ttl_scope(processor: Processor) -> None:
+    """A time-to-live counts epochs: refused inside a loop or a sequence-number
+    region, whose processors advance by iterations or records within an epoch."""
+    if getattr(processor.spec, "ttl", None) is not None and (processor.loop is not None or processor.region is not None):
+        raise GraphError(
+            f"processor {processor.name!r}: ttl counts epochs, and inside a loop or a sequence region time moves by "
+            "iterations or records; drop ttl=, or keep the processor outside the loop"
+        )
 
 
 class KeyedOperator(Operator):

@@ -22,10 +22,10 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from falkirk.graph import GraphError
 from falkirk.graph.signatures import StateSignature
-from falkirk.graph.specs import StatefulSpec
+from falkirk.graph.specs import EXPIRED_PORT, StatefulSpec
 from falkirk.operators.base import Step, require, state_columns
-from falkirk.operators.keyed import KeyedOperator
-from falkirk.spark.frames import quote
+from falkirk.operators.keyed import KeyedOperator, check_ttl_scope
+from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
 
@@ -67,7 +67,8 @@ def stateful_merge(
     vectorized: bool = False,
     *,
     time: Any = None,
-) -> DataFrame:
+    ttl: int | None = None,
+) -> tuple[DataFrame, DataFrame | None]:
     """The second half: run ``fn(key, rows, state) -> (outputs, new_state)`` for
     every key in ``rows`` (from :func:`stateful_prepare`), or, ``vectorized``,
     ``fn(rows, state)`` once per partition for all its keys, and
@@ -184,8 +185,16 @@ def stateful_merge(
     state.retire(epoch, result)  # read by this epoch's consumers; freed once it commits
     new_rows = result.filter(f"{KIND} = 'state'").selectExpr(*renamed("k_", keys), *renamed("s_", values))
     deleted = result.filter(f"{KIND} = 'deleted'").selectExpr(*renamed("k_", keys))
+    gone = None
+    if ttl is not None:  # keys this epoch changed or deleted are not old
+        touched = left.select(*keys).unionByName(new_rows.select(*keys)).unionByName(deleted.select(*keys))
+        expired = state.expiring(epoch, ttl, touched)
+        if expired is not None:
+            gone = materialise(expired)
+            state.retire(epoch, gone)  # read by this epoch's consumers; freed once it commits
+            deleted = deleted.unionByName(gone.select(*keys))
     state.apply(new_rows, deleted, epoch)
-    return result.filter(f"{KIND} = 'out'").selectExpr(*renamed("o_", out_names))
+    return result.filter(f"{KIND} = 'out'").selectExpr(*renamed("o_", out_names)), gone
 
 
 class StatefulOperator(KeyedOperator):
@@ -203,7 +212,10 @@ class StatefulOperator(KeyedOperator):
             raise GraphError(f"state_schema repeats key columns {clash}; the key is stored already")
         self.make_state(spec.key, StructType([inputs[0][k] for k in spec.key] + state.fields))
         self.output_schema = self.spark.createDataFrame([], spec.output_schema).schema
-        return {"out": self.output_schema}
+        check_ttl_scope(self.processor)
+        if spec.ttl is None:
+            return {"out": self.output_schema}
+        return {"out": self.output_schema, EXPIRED_PORT: self.state.schema}
 
     def state_signature(self) -> StateSignature:
         """Keys and state columns; not the function, whose code may change (a fix)
@@ -216,7 +228,7 @@ class StatefulOperator(KeyedOperator):
         else:  # iterations (chunks) run one after another: no merge to overlap, nothing to keep
             rows = self.state.partitioned(step.inputs[0])
         step.wait_previous()
-        out = stateful_merge(
+        out, gone = stateful_merge(
             self.state,
             rows,
             self.spec.fn,
@@ -225,5 +237,8 @@ class StatefulOperator(KeyedOperator):
             self.spec.on_epoch_end,
             self.spec.vectorized,
             time=step.time,
+            ttl=self.spec.ttl,
         )
-        return {"out": out}
+        if self.spec.ttl is None:
+            return {"out": out}
+        return {"out": out, EXPIRED_PORT: gone if gone is not None else empty(self.spark, self.state.schema)}
