@@ -22,7 +22,7 @@ def test_readme_opens_with_the_title_a_paragraph_and_the_quick_start() -> None:
 
 def test_readme_has_one_title_and_its_sections_in_order() -> None:
     headings = [line for line in README.splitlines() if line.startswith("#")]
-    assert headings == ["# Falkirk", "## Quick start", "## Your first pipeline", "## Where to go next"]
+    assert headings == ["# Falkirk", "## Quick start", "## Your first pipeline", "## Changing a running pipeline", "## Where to go next"]
 
 
 def test_quick_start_has_exactly_two_commands() -> None:
@@ -35,7 +35,7 @@ def test_quick_start_has_exactly_two_commands() -> None:
 
 
 def test_first_pipeline_has_all_its_imports_and_no_exchange() -> None:
-    section = README.split("## Your first pipeline")[1].split("## Where to go next")[0]
+    section = README.split("## Your first pipeline")[1].split("## Changing a running pipeline")[0]
     code = "\n".join(b.split("```")[0] for b in section.split("```python")[1:])
     for line in (
         "from pyspark.sql import functions as F",
