@@ -128,6 +128,12 @@ def _list(fs: FileSystem, directory: str) -> _Listing:
     return listing
 
 
+def epochs_in(fs: FileSystem, directory: str) -> list[int]:
+    """The epochs whose files the table in ``directory`` holds (released or
+    pending), in order; none for a table not written yet."""
+    return sorted({*_list(fs, directory).files, *_list(fs, fs.join(directory, PENDING)).files})
+
+
 def verify_table(fs: FileSystem, directory: str, committed: Committed | None = None) -> TableReport:
     """Check the table in ``directory`` against the epochs ``committed`` to its sink
     (None: check the files present only). Reads the files, changes nothing; every

@@ -437,6 +437,8 @@ class Engine:
             record_signatures(self.description, signed)
             self.description["history"] = list((store.description() or {}).get("history", []))
             if self.upgrade is not None:  # a changed pipeline starts from a savepoint
+                if not store.has_commits():  # a new root started from a copied savepoint: its identity first
+                    establish(store, self.pipeline.name, paired)
                 upgraded = upgrade_root(
                     spark=self.spark, fs=self.fs, root=self.root, store=store, pipeline=self.pipeline,
                     topology=self.topology, operators=operators, current=signed, description=self.description,

@@ -47,11 +47,13 @@ from falkirk.control.xi import at_tick
 from falkirk.graph import Pipeline
 from falkirk.graph.exceptions import PipelineChangedError
 from falkirk.graph.signatures import StateSignature
+from falkirk.io import ParquetTableSink
+from falkirk.io.table_check import epochs_in
 from falkirk.operators import Operator
 from falkirk.recovery import Topology
 from falkirk.spark.files import write_parquet
 from falkirk.storage import CommitBatch, Forget, MetaStore, verify_files
-from falkirk.storage.filesystem import FileSystem
+from falkirk.storage.filesystem import FileSystem, LocalFileSystem, is_uri, local_path
 from falkirk.storage.identity import IDENTITY
 from falkirk.time.ticks import Tick
 from falkirk.upgrades import savepoints
@@ -161,6 +163,8 @@ def upgrade_root(
             f"{own}): its state would be mixed with this root's committed epochs and outputs; start a new storage root "
             "from it (from_savepoint= on a root with nothing committed), or upgrade from this root's own savepoint"
         )
+    if committed is None:
+        _check_tables_end_at(pipeline, savepoint)
     plan = _plan(savepoint, pipeline, current, options)
     batch = CommitBatch(epoch=savepoint.epoch, forget=Forget(everything=True))
     for p in pipeline.processors.values():
@@ -197,6 +201,26 @@ def upgrade_root(
         "; ".join(plan.changes) or "no state changed",
     )  # fmt: skip
     return savepoint
+
+
+def _check_tables_end_at(pipeline: Pipeline, savepoint: Savepoint) -> None:
+    """A new root started from a savepoint writes its sinks' tables from the epoch
+    after it: refuse if a (local) Parquet table holds later epochs - the outputs of
+    the root the savepoint was taken on, which this one would overwrite."""
+    local = LocalFileSystem()
+    for p in pipeline.processors.values():
+        writer = getattr(p.spec, "writer", None)
+        directory = None if not isinstance(writer, ParquetTableSink) else local_path(writer.path) if is_uri(writer.path) else writer.path
+        if writer is None or directory is None:  # not a table, or one on a Hadoop filesystem
+            continue
+        later = [e for e in epochs_in(local, directory) if e > savepoint.epoch]
+        if later:
+            raise UpgradeError(
+                f"sink {p.name!r}: its table {writer.path} holds epochs {later[0]}-{later[-1]}, after savepoint "
+                f"{savepoint.name!r}'s epoch {savepoint.epoch}: the storage root the savepoint was taken on committed "
+                "them, and this new root would write those epochs again over them. Give this root's sinks new tables, "
+                f"or, if that root is abandoned, remove the table's files of epochs after {savepoint.epoch} first"
+            )
 
 
 def _savepoint(fs: FileSystem, root: str, name: str | None, committed: int | None, pipeline: str) -> Savepoint:
