@@ -120,15 +120,22 @@ def test_one_processor_paired(cluster: standalone.Cluster, clicks, tmp_path: Pat
     goes on in the same driver with the exact output, and however the loss falls,
     ``sessions`` is never rolled back for it (its state lost no block; what the
     discarded epoch changed is taken back in memory), and at the end every block of
-    its state is on two live executors again (the lost copies were re-created)."""
-    env = {**os.environ, "FALKIRK_SPARK_MASTER": cluster.url, "FALKIRK_KILL_WORKER_AT": "sink.written:5", "FALKIRK_CLUSTER_DIR": str(cluster.directory)}
-    env.pop("FALKIRK_CRASH_AT", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.cluster.paired", str(clicks[0]), str(tmp_path)],
-        env=env, capture_output=True, timeout=900, check=False, cwd=Path(__file__).resolve().parents[2],
-    )
+    its state is on two live executors again (the lost copies were re-created).
+
+    The root starts on this machine alone (``local[2]``, 2 state partitions, 3
+    epochs) and moves to the cluster with 6 (issue 34: rescale on restore): every
+    state is re-partitioned as it is restored there, and the output is exact."""
+    local = {k: v for k, v in os.environ.items() if k not in ("FALKIRK_CRASH_AT", "FALKIRK_SPARK_MASTER", "FALKIRK_KILL_WORKER_AT")}
+    here = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "tests.cluster.paired", str(clicks[0]), str(tmp_path)]
+    started = subprocess.run([*command, "3", "2"], env=local, capture_output=True, timeout=900, check=False, cwd=here)
+    assert started.returncode == 0, started.stderr.decode()[-3000:]
+    assert json.loads(started.stdout.decode().strip().splitlines()[-1])["partitions"] == 2
+    env = {**local, "FALKIRK_SPARK_MASTER": cluster.url, "FALKIRK_KILL_WORKER_AT": "sink.written:5", "FALKIRK_CLUSTER_DIR": str(cluster.directory)}
+    done = subprocess.run([*command, "0", "6"], env=env, capture_output=True, timeout=900, check=False, cwd=here)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert (found["partitions"], found["rescaled_from"], found["held_partitions"]) == (6, 2, [6]), found
     assert found["copies"] == {"sessions": [2], "user_stats": [1]}
     assert found["fewest"] == 2  # every block of sessions' state on two live executors again
     assert all("sessions" not in failed for failed in found["failed"]), found
