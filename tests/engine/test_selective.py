@@ -100,7 +100,7 @@ class _RogueOperator(AggregateOperator):
 
     def step(self, step: Step):  # type: ignore[no-untyped-def]
         partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.version)
-        return {"out": aggregate_merge(self.state, partials, self.aggregates, step.version)}
+        return aggregate_merge(self.state, partials, self.aggregates, step.version)
 
 
 def test_a_keyed_operator_that_would_take_epochs_out_of_order_is_stopped(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -132,7 +132,6 @@ def test_renamed_dropped_defaults_initial_state_and_a_new_source(spark: SparkSes
         (t[0], t[1], t[4]) for t in want_totals if t[0] >= 3
     )
     assert emitted(sinks["seen"], "user", "n") == sorted(want_seen)
-    assert sorted(sinks["biggest"].epochs) == [1, 2], "the dropped processor wrote nothing after the upgrade"
 
 
 def test_a_new_root_from_a_savepoint_never_writes_over_the_old_roots_later_epochs(spark: SparkSession, tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ def every_kind(directory: Path) -> Pipeline:
     left = src.map("left", lambda df: df.select("k", "x"))
     right = src.map("right", lambda df: df.select("k", "y"))
     left.join("pairs", right, "k", policy=EAGER).sink("pairs_out", MemorySink())
+    left.join("recent", right, "k", how="left", retain=2, policy=EAGER).sink("recent_out", MemorySink())
     src.buffer("buf", retain=2, policy=EAGER).sink("buf_out", MemorySink())
     by_k.window("win", "k", "ts", Tumbling("10 minutes"), {"n": ("count", None)}, watermark_delay="1 day", policy=EAGER).sink(
         "win_out", MemorySink()
@@ -117,6 +118,12 @@ def test_each_kind_reads_as_the_user_declared_it(spark: SparkSession, root: tupl
     assert pairs.columns == ["k", "side", "epoch", "x", "y"]
     want = [(r.k, "left", r.epoch, r.x, None) for r in rows.itertuples()] + [(r.k, "right", r.epoch, None, r.y) for r in rows.itertuples()]
     assert sorted(map(tuple, pairs.collect()), key=repr) == sorted(want, key=repr)
+
+    # retain=2: after epoch 4 a join holds the rows still waiting, those of epoch 4
+    recent = falkirk.read_state(spark, str(state), "recent")
+    assert sorted(map(tuple, recent.collect()), key=repr) == sorted([t for t in want if t[2] == 4], key=repr)
+    two = falkirk.read_state(spark, str(state), "recent", at=2)
+    assert sorted(map(tuple, two.collect()), key=repr) == sorted([t for t in want if t[2] == 2], key=repr)
 
     buf = falkirk.read_state(spark, str(state), "buf")
     assert buf.columns == ["k", "x", "y", "ts", "epoch"]
@@ -160,6 +167,8 @@ def test_what_cannot_be_read_is_refused_naming_what_can(spark: SparkSession, roo
     with pytest.raises(SavepointError):
         falkirk.read_state(spark, str(state), "stats", at="no-such-savepoint")
     assert falkirk.read_state(spark, str(state), "stats", at=0).count() == 0, "before epoch 1: empty"
+    empty = falkirk.read_state(spark, str(state), "win", at=0)
+    assert (empty.columns, empty.count()) == (["k", "window_start", "window_end", "n"], 0)
 
 
 def test_the_command_writes_parquet_and_shows_rows(spark: SparkSession, root: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

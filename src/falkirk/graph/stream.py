@@ -128,8 +128,11 @@ class Stream:
         e + N, and rows of it in a later epoch start afresh. Its last aggregates go
         to the :meth:`expired` output in that epoch (connect it to keep them). The
         rule depends only on epoch numbers, so a replay after a crash expires the
-        same keys in the same epochs; checkpoints record the removals. A key given
-        to a new version by an upgrade counts as changed in the upgrade's epoch."""
+        same keys in the same epochs; checkpoints record the removals. Giving,
+        changing or dropping ``ttl`` is an upgrade (a savepoint at the last
+        committed epoch, then ``upgrade=True``): a replay of committed epochs must
+        expire what they expired. Keys already older than a new ``ttl`` leave at the
+        upgrade's first epoch."""
         return self._build(
             name, lambda: AggregateSpec(key=keys(name, key), aggregates=dict(aggregates), ttl=ttl), policy=policy, on_error=on_error
         )

@@ -16,7 +16,7 @@ from pyspark.sql.types import DataType, DoubleType, LongType, StructField, Struc
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import EXPIRED_PORT, AggregateSpec
 from falkirk.operators.base import Step, require, state_columns
-from falkirk.operators.keyed import KeyedOperator, check_ttl_scope
+from falkirk.operators.keyed import KeyedOperator, check_ttl_scope, ttl_setting
 from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
@@ -165,7 +165,10 @@ class AggregateOperator(KeyedOperator):
         return {port: StructType(fields) for port in spec.output_ports}
 
     def state_signature(self) -> StateSignature:
-        return StateSignature.of(self.processor.kind, keys=self.keys, aggregates=self.aggregates, columns=state_columns(self.state.schema))
+        return StateSignature.of(
+            self.processor.kind, keys=self.keys, aggregates=self.aggregates, columns=state_columns(self.state.schema),
+            settings=ttl_setting(self.ttl),
+        )  # fmt: skip
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         partials = aggregate_prepare(self.state, step.inputs[0], self.aggregates, step.version)

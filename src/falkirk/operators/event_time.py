@@ -145,19 +145,25 @@ class EventTime:
         return F.expr(f"CAST({self._outside_sql(sql)} AS STRING)")
 
     def _outside_sql(self, sql: str) -> str:
-        if self.kind is TimeKind.TIMESTAMP:
-            return f"timestamp_micros({sql})"
-        if self.kind is TimeKind.TIMESTAMP_NTZ:  # the wall clock's fields again (see to_inside)
-            day = f"date_add(DATE'1970-01-01', CAST(({sql} - pmod({sql}, {_DAY}L)) div {_DAY}L AS INT))"
-            rest = f"pmod({sql}, {_DAY}L)"
-            return (
-                f"make_timestamp_ntz(year({day}), month({day}), day({day}), CAST({rest} div 3600000000L AS INT),"
-                f" CAST(pmod({rest}, 3600000000L) div 60000000L AS INT), CAST(pmod({rest}, 60000000L) AS DECIMAL(16, 6)) / 1000000)"
-            )
-        return sql
+        return outside_sql(self.kind, sql)
 
     def to_outside(self, rows: DataFrame, *columns: str) -> DataFrame:
         """``rows`` with ``columns`` (times computed with) back in the column's type."""
         if not self.timed:
             return rows
         return rows.withColumns({name: self.outside(name) for name in columns})
+
+
+def outside_sql(kind: TimeKind | None, sql: str) -> str:
+    """SQL of a time computed with (microseconds, the SQL expression ``sql``) as a
+    column of ``kind`` holds it (None: an integer column, as it is)."""
+    if kind is TimeKind.TIMESTAMP:
+        return f"timestamp_micros({sql})"
+    if kind is TimeKind.TIMESTAMP_NTZ:  # the wall clock's fields again (see to_inside)
+        day = f"date_add(DATE'1970-01-01', CAST(({sql} - pmod({sql}, {_DAY}L)) div {_DAY}L AS INT))"
+        rest = f"pmod({sql}, {_DAY}L)"
+        return (
+            f"make_timestamp_ntz(year({day}), month({day}), day({day}), CAST({rest} div 3600000000L AS INT),"
+            f" CAST(pmod({rest}, 3600000000L) div 60000000L AS INT), CAST(pmod({rest}, 60000000L) AS DECIMAL(16, 6)) / 1000000)"
+        )
+    return sql

@@ -14,6 +14,15 @@ from falkirk.operators.base import Chain, Operator
 from falkirk.spark.state import KeyedState
 
 
+def ttl_setting(ttl: int | None) -> dict[str, object]:
+    """A time-to-live as a setting of the state's signature (none without one, so
+    roots written before ttls existed keep their signatures): which keys the
+    committed outputs expired depends on it, so a restart that replays committed
+    epochs must use the same one, and a change is an upgrade (from a savepoint at
+    the last committed epoch: nothing replayed)."""
+    return {} if ttl is None else {"ttl": ttl}
+
+
 def check_ttl_scope(processor: Processor) -> None:
     """A time-to-live counts epochs: refused inside a loop or a sequence-number
     region, whose processors advance by iterations or records within an epoch."""

@@ -24,7 +24,7 @@ from falkirk.graph import GraphError
 from falkirk.graph.signatures import StateSignature
 from falkirk.graph.specs import EXPIRED_PORT, StatefulSpec
 from falkirk.operators.base import Step, require, state_columns
-from falkirk.operators.keyed import KeyedOperator, check_ttl_scope
+from falkirk.operators.keyed import KeyedOperator, check_ttl_scope, ttl_setting
 from falkirk.spark.frames import empty, quote
 from falkirk.spark.materialise import materialise
 from falkirk.spark.state import KeyedState
@@ -220,7 +220,9 @@ class StatefulOperator(KeyedOperator):
     def state_signature(self) -> StateSignature:
         """Keys and state columns; not the function, whose code may change (a fix)
         while its state keeps its meaning."""
-        return StateSignature.of(self.processor.kind, keys=self.spec.key, columns=state_columns(self.state.schema))
+        return StateSignature.of(
+            self.processor.kind, keys=self.spec.key, columns=state_columns(self.state.schema), settings=ttl_setting(self.spec.ttl)
+        )
 
     def step(self, step: Step) -> dict[str, DataFrame]:
         if self.processor.region is None:

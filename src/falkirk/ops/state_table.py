@@ -58,6 +58,7 @@ from pyspark.sql import functions as F
 from falkirk.control.domains import tick
 from falkirk.exceptions import FalkirkError, error_text
 from falkirk.graph.signatures import StateSignature
+from falkirk.operators.event_time import TimeKind, outside_sql
 from falkirk.ops.status import open_root
 from falkirk.recovery import parse_scenario, solve
 from falkirk.recovery.chain import Cec, ChainKind, entries_to_restore
@@ -106,11 +107,28 @@ def read_state_at(spark: SparkSession, storage: str, processor: str, at: int | s
             where, signature, files, ordinal = _locate(storage, processor, at)
             rows = _table(spark, signature, [f.path for f in files], ordinal)
             return rows.localCheckpoint(eager=True), where
-        except Exception as exc:  # a running pipeline's garbage collection took a file: read again
-            text = error_text(exc)
-            if attempt == 2 or not any(sign in text for sign in ("FileNotFound", "does not exist", "is missing")):
+        except Exception as exc:  # a running pipeline committed or collected meanwhile: read again
+            if not _moved(exc):
                 raise
+            if attempt == 2:
+                raise StateReadError(
+                    f"the state of {processor!r} changed twice while it was read (a pipeline running on {storage} "
+                    f"commits and collects its checkpoints): ask again, or pass at= an epoch or a savepoint ({exc})"
+                ) from None
     raise AssertionError("unreachable")
+
+
+class _Moved(Exception):
+    """The root changed between two reads of its metadata (a running pipeline)."""
+
+
+def _moved(exc: BaseException) -> bool:
+    """Whether ``exc`` says the running pipeline moved on under the read: a new
+    commit between two reads, or a file its garbage collection removed."""
+    if isinstance(exc, (_Moved, FileNotFoundError)):
+        return True
+    text = error_text(exc)
+    return any(sign in text for sign in ("FileNotFound", "does not exist", "is missing", "No such file"))
 
 
 def write_state(spark: SparkSession, storage: str, processor: str, output: str, at: int | str | None = None) -> StateAt:
@@ -136,19 +154,20 @@ def _root(storage: str) -> str:
 def _locate(storage: str, processor: str, at: int | str | None) -> tuple[StateAt, StateSignature, list[StoredFile], int]:
     """Where, what and which committed files (checked) hold ``processor``'s state."""
     root = _root(storage)
+    if isinstance(at, str) and not at.isdigit():  # a savepoint: its own description says what it holds
+        return _from_savepoint(root, processor, at)
     store = open_root(root)
     try:
         description = store.description()
         if description is None:
             raise StateReadError(f"{storage} has no pipeline description: run the pipeline once with this version of Falkirk")
-        signature = _signature(description, processor, storage)
-        if isinstance(at, str) and not at.isdigit():
-            return _from_savepoint(root, processor, at, signature)
-        chain = [(t, kind, files) for t, kind, files in store.state_files(processor)]
+        signature = _signature(description, processor, f"pipeline {description['pipeline']!r} of {storage}")
         if at is None:
             t = _solver_tick(store, description, processor)
             where = StateAt(processor, t.epochs_done, solver=True)
+            chain = list(store.state_files(processor))  # read after solving: it holds the frontier's entry
         else:
+            chain = list(store.state_files(processor))
             t = _checkpoint_tick(chain, processor, int(at), store.committed_epoch() or 0)
             where = StateAt(processor, t.epochs_done)
     finally:
@@ -156,6 +175,14 @@ def _locate(storage: str, processor: str, at: int | str | None) -> tuple[StateAt
     if t.ordinal == 0:
         return where, signature, [], 0
     entries = [(c.ordinal, kind, files) for c, kind, files in chain]
+    if not entries:
+        policy = description["processors"][processor].get("policy", "its policy")
+        raise StateReadError(
+            f"processor {processor!r} writes no checkpoint files: under {policy} its state is rebuilt from logged "
+            "input, and read_state reads checkpoints. Give it a checkpointing policy (EagerCheckpoint, LazyCheckpoint)"
+        )
+    if not any(o == t.ordinal for o, _, _ in entries):
+        raise _Moved(f"no checkpoint of {processor!r} at tick {t} in the chain read")
     if any(isinstance(ChainKind.parse(kind), Cec) for o, kind, _ in entries if o == t.ordinal):
         raise StateReadError(
             f"processor {processor!r} keeps its state as a continuous eventual checkpoint log (CEC), which holds no "
@@ -166,11 +193,12 @@ def _locate(storage: str, processor: str, at: int | str | None) -> tuple[StateAt
     return where, signature, files, t.ordinal
 
 
-def _signature(description: Mapping[str, Any], processor: str, storage: str) -> StateSignature:
+def _signature(description: Mapping[str, Any], processor: str, where: str) -> StateSignature:
+    """``processor``'s state signature in ``description`` (``where``: whose, for messages)."""
     processors = description["processors"]
     keyed = sorted(name for name, info in processors.items() if "state" in info)
     if processor not in processors:
-        raise StateReadError(f"no processor {processor!r} in pipeline {description['pipeline']!r} of {storage}; its keyed processors: {keyed}")
+        raise StateReadError(f"no processor {processor!r} in {where}; its keyed processors: {keyed}")
     if "state" not in processors[processor]:
         raise StateReadError(
             f"processor {processor!r} ({processors[processor]['kind']}) keeps no keyed state; the keyed processors of "
@@ -211,15 +239,15 @@ def _checkpoint_tick(chain: Sequence[tuple[Tick, str, Any]], processor: str, epo
     raise StateReadError(f"{why}; {hint}, or at=None for the state a restart would restore (falkirk status lists them)")
 
 
-def _from_savepoint(root: str, processor: str, name: str, signature: StateSignature) -> tuple[StateAt, StateSignature, list[StoredFile], int]:
+def _from_savepoint(root: str, processor: str, name: str) -> tuple[StateAt, StateSignature, list[StoredFile], int]:
+    """A savepoint's state of ``processor``, as the version that took it described it
+    (it may have been renamed or dropped since)."""
     fs = LocalFileSystem()
     savepoint = savepoints.read(fs, root, name)
+    signature = _signature(savepoint.description, processor, f"savepoint {name!r}")
     saved = savepoint.states.get(processor)
     if saved is None:
         raise StateReadError(f"savepoint {name!r} holds no state of {processor!r}; it holds {sorted(savepoint.states)}")
-    stored = savepoint.description["processors"].get(processor, {}).get("state")
-    if stored is not None:
-        signature = StateSignature.from_json(stored)  # the state as the savepoint's version kept it
     files = savepoints.absolute(fs, root, savepoint, saved.files)
     verify_files(files, fs)
     return StateAt(processor, savepoint.epoch, savepoint=name), signature, files, saved.ordinal
@@ -231,7 +259,7 @@ def _from_savepoint(root: str, processor: str, name: str, signature: StateSignat
 def _table(spark: SparkSession, signature: StateSignature, paths: list[str], ordinal: int) -> DataFrame:
     kind = signature.kind
     if kind == "join":
-        return _join(spark, signature, paths)
+        return _join(spark, signature, paths, ordinal)
     if kind == "buffer":
         return _buffer(spark, signature, paths, ordinal)
     rows = _latest(spark, signature, paths)
@@ -250,6 +278,10 @@ def _schema(signature: StateSignature, extra: Sequence[str] = ()) -> str:
 
 def _latest(spark: SparkSession, signature: StateSignature, paths: list[str]) -> DataFrame:
     """One row per key, the newest (a base and the deltas after it), no tombstones."""
+    if not paths and signature.kind == "window":  # no window open: the stored layout, empty
+        keys = [f"`{n}` {t}" for n, t in signature.columns if n in signature.keys]
+        partials = "".join(f", `{n}`: {t}" for n, t in signature.columns if n not in signature.keys)
+        return spark.createDataFrame([], ", ".join([*keys, f"windows array<struct<start: bigint, end: bigint, last: bigint, fp: bigint{partials}>>"]))
     if not paths:
         return spark.createDataFrame([], _schema(signature))
     rows = spark.read.parquet(*paths)
@@ -273,26 +305,32 @@ def _final(out: str, function: str, col: Callable[[str], Column]) -> Column:
 
 
 def _windows(rows: DataFrame, signature: StateSignature) -> DataFrame:
-    shape = dict(signature.settings).get("shape", "")
+    settings = dict(signature.settings)
+    shape, time = settings.get("shape", ""), settings.get("time")
+    kind = next((k for k in (TimeKind.TIMESTAMP_NTZ, TimeKind.TIMESTAMP) if shape.endswith(f"of a {k.value}")), TimeKind.INTEGER)
     keys = [F.col(k) for k in signature.keys]
     open_windows = rows.select(*keys, F.explode("windows").alias("w"))
+    timed = {f.output for f in signature.functions if f.column == time and f.function in ("min", "max", "first", "last")}
 
     def bound(name: str) -> Column:
-        value = F.col(f"w.{name}")
-        if shape.endswith("of a timestamp_ntz"):
-            return F.timestamp_micros(value).cast("timestamp_ntz").alias(f"window_{name}")
-        if shape.endswith("of a timestamp"):
-            return F.timestamp_micros(value).alias(f"window_{name}")
-        return value.alias(f"window_{name}")
+        return F.expr(outside_sql(kind, f"w.`{name}`")).alias(f"window_{name}")
 
     def partial(name: str) -> Column:
-        return F.col(f"w.{name}")
+        column = F.col(f"w.{name}")
+        return F.expr(outside_sql(kind, f"w.`{name}`")) if name.split("__")[0] in timed else column
 
     return open_windows.select(*keys, bound("start"), bound("end"), *[_final(f.output, f.function, partial) for f in signature.functions])
 
 
-def _join(spark: SparkSession, signature: StateSignature, paths: list[str]) -> DataFrame:
-    sides = {side: [(n.removeprefix(f"{side}."), t) for n, t in signature.columns if n.startswith(f"{side}.")] for side in ("left", "right")}
+def settings_of(signature: StateSignature) -> dict[str, str]:
+    return dict(signature.settings)
+
+
+def _join(spark: SparkSession, signature: StateSignature, paths: list[str], ordinal: int) -> DataFrame:
+    sides = {
+        side: [(n.removeprefix(f"{side}."), t) for n, t in signature.columns if n.startswith(f"{side}.") and n != f"{side}._none"]
+        for side in ("left", "right")
+    }  # (a side with only key columns stores a placeholder, "_none")
     types: dict[str, set[str]] = {}
     for cols in sides.values():
         for n, t in cols:
@@ -310,6 +348,10 @@ def _join(spark: SparkSession, signature: StateSignature, paths: list[str]) -> D
                            + [f"`{name(s, n)}` {t}" for s in ("left", "right") for n, t in sides[s] if n not in keys])  # fmt: skip
         return spark.createDataFrame([], schema).select(*keys, "side", "epoch", *columns)
     rows = spark.read.parquet(*paths)
+    retain = settings_of(signature).get("retain", "None")
+    if retain.isdigit():  # the rows still waiting for a match after the epoch read, as the join holds them
+        rows = rows.filter(F.col("_a") >= F.lit(ordinal - int(retain) + 2))
+    rows = rows.filter(F.col("_a") <= ordinal)
     out = None
     for side, short in (("left", "l"), ("right", "r")):
         mine = rows.filter(F.col("_side") == short).select(
@@ -326,7 +368,7 @@ def _buffer(spark: SparkSession, signature: StateSignature, paths: list[str], or
     if not paths:
         return spark.createDataFrame([], _schema(signature, ["epoch bigint"]))
     rows = spark.read.parquet(*paths).filter(F.col("_time") <= ordinal)
-    retain = dict(signature.settings).get("retain", "None")
+    retain = settings_of(signature).get("retain", "None")
     if retain.isdigit():  # the last N epochs' rows, as the buffer holds them
         rows = rows.filter(F.col("_time") > ordinal - int(retain))
     return rows.select(*columns, F.col("_time").alias("epoch"))

@@ -227,16 +227,18 @@ class KeyedState:
     def expiring(self, epoch: int, ttl: int, touched: DataFrame) -> DataFrame | None:
         """The live rows (keys and values) that a time-to-live of ``ttl`` epochs
         removes at ``epoch``: those of the keys last changed in epoch ``epoch - ttl``
-        and not among ``touched``'s keys (this epoch's), to be deleted by this
-        epoch's :meth:`apply`. Keys are checked in the epoch they reach the limit,
-        so each expires exactly once, whatever the epochs in between: found by a
-        filter over the runs in place, then looked up (:meth:`candidates`); None
-        before any key can be that old."""
+        or before and not among ``touched``'s keys (this epoch's), to be deleted by
+        this epoch's :meth:`apply`. Under one ``ttl`` every key is removed in the
+        epoch it reaches the limit, exactly once; a key older than that (state kept
+        from before a ttl was given) goes at the first epoch that looks. Found by a
+        filter over the runs in place - old rows of keys changed since match too,
+        as many as the runs hold until the next compaction - then looked up
+        (:meth:`candidates`); None before any key can be that old."""
         last = epoch - ttl
         if last < 1:
             return None
-        found = self._join_runs(self.candidates(f"{EPOCH} = {last}"))
-        live = found.filter(f"_found AND NOT {DELETED} AND {EPOCH} = {last}")
+        found = self._join_runs(self.candidates(f"{EPOCH} <= {last}"))
+        live = found.filter(f"_found AND NOT {DELETED} AND {EPOCH} <= {last}")
         return live.join(touched.select(*self.keys), list(self.keys), "left_anti").select(*self.keys, *self.values)
 
     # -- updates ------------------------------------------------------------------------

@@ -17,6 +17,8 @@ a new aggregate, a new column of a ``stateful`` state  allowed: null for the key
                                                        over the rows read from then on
 a column widened (int to bigint, float to double, ..)  allowed: the stored values cast
 a window's ``watermark_delay``                         allowed
+an aggregate's or ``stateful``'s ``ttl``               allowed: keys older than the new
+                                                       one leave at the next epoch
 an aggregate or state column removed                   only with ``drop=["proc.column"]``
 the key columns                                        refused
 an existing aggregate's function or input column       refused
@@ -36,7 +38,11 @@ from dataclasses import dataclass, field
 from falkirk.graph.signatures import StateSignature
 
 #: Settings an upgrade may change (by processor kind): the state's rows mean the same.
-CHANGEABLE_SETTINGS: dict[str, frozenset[str]] = {"window": frozenset({"watermark_delay"})}
+CHANGEABLE_SETTINGS: dict[str, frozenset[str]] = {
+    "window": frozenset({"watermark_delay"}),
+    "aggregate": frozenset({"ttl"}),  # keys older than a new ttl leave at the upgrade's first epoch
+    "stateful": frozenset({"ttl"}),
+}
 
 #: Integer and floating-point types, narrowest first: a column may move right.
 WIDENING: tuple[tuple[str, ...], ...] = (("tinyint", "smallint", "int", "bigint"), ("float", "double"))

@@ -217,9 +217,10 @@ def _check_tables_end_at(pipeline: Pipeline, savepoint: Savepoint) -> None:
         if later:
             raise UpgradeError(
                 f"sink {p.name!r}: its table {writer.path} holds epochs {later[0]}-{later[-1]}, after savepoint "
-                f"{savepoint.name!r}'s epoch {savepoint.epoch}: the storage root the savepoint was taken on committed "
-                "them, and this new root would write those epochs again over them. Give this root's sinks new tables, "
-                f"or, if that root is abandoned, remove the table's files of epochs after {savepoint.epoch} first"
+                f"{savepoint.name!r}'s epoch {savepoint.epoch}: the storage root the savepoint was taken on wrote them "
+                "(committed, or left by a crash), and this new root would write those epochs again over them. Give this "
+                f"root's sinks new tables, or, if that root is abandoned, remove the table's files of epochs after "
+                f"{savepoint.epoch} (in the table and in its _pending folder) first"
             )
 
 
