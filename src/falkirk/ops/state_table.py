@@ -322,10 +322,6 @@ def _windows(rows: DataFrame, signature: StateSignature) -> DataFrame:
     return open_windows.select(*keys, bound("start"), bound("end"), *[_final(f.output, f.function, partial) for f in signature.functions])
 
 
-def settings_of(signature: StateSignature) -> dict[str, str]:
-    return dict(signature.settings)
-
-
 def _join(spark: SparkSession, signature: StateSignature, paths: list[str], ordinal: int) -> DataFrame:
     sides = {
         side: [(n.removeprefix(f"{side}."), t) for n, t in signature.columns if n.startswith(f"{side}.") and n != f"{side}._none"]
@@ -348,7 +344,7 @@ def _join(spark: SparkSession, signature: StateSignature, paths: list[str], ordi
                            + [f"`{name(s, n)}` {t}" for s in ("left", "right") for n, t in sides[s] if n not in keys])  # fmt: skip
         return spark.createDataFrame([], schema).select(*keys, "side", "epoch", *columns)
     rows = spark.read.parquet(*paths)
-    retain = settings_of(signature).get("retain", "None")
+    retain = dict(signature.settings).get("retain", "None")
     if retain.isdigit():  # the rows still waiting for a match after the epoch read, as the join holds them
         rows = rows.filter(F.col("_a") >= F.lit(ordinal - int(retain) + 2))
     rows = rows.filter(F.col("_a") <= ordinal)
@@ -368,7 +364,7 @@ def _buffer(spark: SparkSession, signature: StateSignature, paths: list[str], or
     if not paths:
         return spark.createDataFrame([], _schema(signature, ["epoch bigint"]))
     rows = spark.read.parquet(*paths).filter(F.col("_time") <= ordinal)
-    retain = settings_of(signature).get("retain", "None")
+    retain = dict(signature.settings).get("retain", "None")
     if retain.isdigit():  # the last N epochs' rows, as the buffer holds them
         rows = rows.filter(F.col("_time") > ordinal - int(retain))
     return rows.select(*columns, F.col("_time").alias("epoch"))
