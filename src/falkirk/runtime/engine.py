@@ -33,10 +33,9 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +45,7 @@ from pyspark.sql.types import StructType
 
 from falkirk.control.barriers import BarrierClock
 from falkirk.control.domains import topology
-from falkirk.control.faults import CrashPoint, armed_failures, crash_point
+from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Ledger
 from falkirk.coordinator.coordinator import RecoveryCoordinator
 from falkirk.execution.admission import Admission
@@ -62,7 +61,6 @@ from falkirk.execution.description import describe
 from falkirk.execution.diagnosis import StepError, recorded_failure
 from falkirk.execution.edges import EdgeActions
 from falkirk.execution.epoch import EpochRunner
-from falkirk.execution.isolation import PoisonRows
 from falkirk.execution.loop_stage import LoopStage
 from falkirk.execution.observer import Observer, telemetry_for
 from falkirk.execution.pairing import Pair, join_member
@@ -71,12 +69,11 @@ from falkirk.execution.report import RunReport
 from falkirk.execution.run_state import RunState
 from falkirk.execution.savepointing import take_savepoint
 from falkirk.execution.sequence_stage import SequenceStage
-from falkirk.execution.work import EpochWork
 from falkirk.graph import GraphError, Pipeline
 from falkirk.observe.address import parse_address
 from falkirk.operators import Operator
 from falkirk.operators.sink import SinkOperator
-from falkirk.runtime.exceptions import EngineInvariantError
+from falkirk.runtime.epoch_loop import EpochLoop, RunControl, RunParts, Schedule
 from falkirk.runtime.parallelism import (
     PARTITIONS_FACT,
     Parallelism,
@@ -86,8 +83,8 @@ from falkirk.runtime.parallelism import (
 )
 from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
-from falkirk.runtime.stopping import RunAbandoned, StopRequest, stop_on_signals
-from falkirk.spark.errors import as_storage_error, first_line, is_executor_loss
+from falkirk.runtime.stopping import RunAbandoned, stop_on_signals
+from falkirk.spark.errors import first_line
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import engine_session, interrupted_start, spark_session
 from falkirk.storage import MetaStore, StorageFullError
@@ -204,7 +201,6 @@ class Engine:
             #: Where the run writes: a full one is named (:class:`StorageFullError`).
             self.places = written_places(self.root, self.meta_dir, self.description, self.spark)
             self.report = RunReport()
-            self._failed: set[str] = set()
             self.barriers = BarrierClock(pipeline.checkpoints)
             self._operators: tuple[dict[str, Operator], dict[tuple[str, str], StructType]] | None = None
             #: ``ui="HOST:PORT"`` (or ``"PORT"``: on 127.0.0.1): the live dashboard, its
@@ -224,9 +220,10 @@ class Engine:
             #: in-process restart): see :mod:`falkirk.coordinator.coordinator`.
             self.recovery = RecoveryCoordinator(self.report, self.observer, self.barriers)
             #: The parts of the current (or last) run, once its recovery is done.
-            self._current: _Run | None = None
-            #: Whether the current run was asked to stop (:meth:`stop`, SIGINT, SIGTERM).
-            self._stop = StopRequest()
+            self._current: RunParts | None = None
+            #: What other threads ask of the current run: stop it (:meth:`stop`, SIGINT,
+            #: SIGTERM), fail processors (:meth:`fail`); see :mod:`falkirk.runtime.epoch_loop`.
+            self.control = RunControl()
             #: Whether (and under which name) the current run ends with a savepoint.
             self._savepoint: bool | str = False
         held.raise_if_seen()
@@ -247,7 +244,7 @@ class Engine:
         point ``FALKIRK_FAIL_AT="processor:epoch"``."""
         if processor not in self.pipeline.processors:
             raise GraphError(f"cannot fail {processor!r}: no such processor ({sorted(self.pipeline.processors)})")
-        self._failed.add(processor)
+        self.control.failures.arm({processor})
 
     def stop(self, wait: bool = True, timeout: float | None = None, savepoint: bool | str | None = None) -> bool:
         """Stop the run in progress cleanly, from any thread: no new epoch is planned,
@@ -261,14 +258,14 @@ class Engine:
         run in progress: nothing to do (True; a later :meth:`run` runs).
         ``savepoint=True`` (or a name): the run ends with a savepoint (see :meth:`run`;
         None: as :meth:`run` was asked)."""
-        if not self._stop.running:
+        if not self.control.stop.running:
             return True
         if savepoint is not None:
             self._savepoint = savepoint
-        self._stop.ask("stop()")
-        if not wait or threading.get_ident() == self._stop.thread:
-            return not self._stop.running
-        return self._stop.wait_ended(timeout)
+        self.control.stop.ask("stop()")
+        if not wait or threading.get_ident() == self.control.stop.thread:
+            return not self.control.stop.running
+        return self.control.stop.wait_ended(timeout)
 
     # -- public -----------------------------------------------------------------------
 
@@ -320,7 +317,7 @@ class Engine:
         :mod:`falkirk.storage.full`); once space is freed a new run recovers."""
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
-        schedule = _Schedule(max_epochs, idle_timeout, poll_interval, finish)
+        schedule = Schedule(max_epochs, idle_timeout, poll_interval, finish)
         self._savepoint = savepoint
         if self.ui is not None and self.telemetry is not None and self.dashboard is None:
             from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for
@@ -330,19 +327,19 @@ class Engine:
         if self.telemetry is not None:
             self.telemetry.began()
         ended = "failed"
-        self._stop.begin()
+        self.control.stop.begin()
         started = time.perf_counter()
         try:
-            with stop_on_signals(self._stop, self.spark.sparkContext.cancelAllJobs), self.watchers.watching(self.root):
+            with stop_on_signals(self.control.stop, self.spark.sparkContext.cancelAllJobs), self.watchers.watching(self.root):
                 report = self._run_locked(schedule, standby, on_standby)
             report.seconds = time.perf_counter() - started
-            if self._stop.asked:
+            if self.control.stop.asked:
                 last = min(self._current.state.frontier.values(), default=0) if self._current is not None else 0
-                self._stop.stopped(report, last, self.root)
+                self.control.stop.stopped(report, last, self.root)
             ended = f"stopped by {report.stopped}" if report.stopped else "finished"
             return report
         except Exception as exc:  # whichever write found its file system full: say which, in one line
-            said = self._full_disk(exc) or self._stop.ended_by(exc, self.spark)
+            said = self._full_disk(exc) or self.control.stop.ended_by(exc, self.spark)
             ended = f"failed: {first_line(said or exc)}"
             if isinstance(said, RunAbandoned):  # a second signal: one line, not the cancelled job's JVM trace
                 said.cause = exc  # (shown with -v: falkirk.runtime.exits.failed)
@@ -351,7 +348,7 @@ class Engine:
                 raise said from exc
             raise
         finally:
-            self._stop.end()
+            self.control.stop.end()
             if self.telemetry is not None:
                 self.telemetry.ended(ended)
 
@@ -362,7 +359,7 @@ class Engine:
             self.dashboard.stop()
             self.dashboard = None
 
-    def _run_locked(self, schedule: _Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
+    def _run_locked(self, schedule: Schedule, standby: bool, on_standby: Callable[[], None] | None) -> RunReport:
         if standby:
             self._set_up()
             if on_standby is not None:
@@ -374,7 +371,7 @@ class Engine:
                 self._leave_pair()
         return self.report
 
-    def _run_recovering(self, schedule: _Schedule) -> None:
+    def _run_recovering(self, schedule: Schedule) -> None:
         """Run until done; a run that a lost executor ended is run again in this
         driver when the coordinator says so (its path 4), recovering from the
         committed metadata as a restarted driver would."""
@@ -385,7 +382,7 @@ class Engine:
                 self._run(schedule)
                 return
             except Exception as exc:
-                if self._stop.asked:
+                if self.control.stop.asked:
                     raise  # stopping: the next run recovers
                 left = self.recovery.restart_in_process(exc, len(self.report.epochs) - before, schedule.max_epochs)
                 schedule = replace(schedule, max_epochs=left)
@@ -415,12 +412,12 @@ class Engine:
         """The run's stage for loops and sequence-number regions (:mod:`falkirk.execution.loop_stage`)."""
         return self._parts().loops
 
-    def _parts(self) -> _Run:
+    def _parts(self) -> RunParts:
         if self._current is None:
             raise GraphError("this engine has not run yet: call run() first")
         return self._current
 
-    def _run(self, schedule: _Schedule) -> None:
+    def _run(self, schedule: Schedule) -> None:
         """Run while holding the storage root (see :meth:`run`)."""
         self.storage.check()
         paired = self._join_pair() if self._pair_at is not None else None
@@ -490,11 +487,17 @@ class Engine:
                 SequenceStage(state, runner, partial(committer.part, Part.CHUNK)),
                 rounds,
             )
-            run = _Run(state, runner, committer, loops, Admission(state, committer, loops.active))
+            run = RunParts(state, runner, committer, loops, Admission(state, committer, loops.active))
             self._current = run
             try:
-                self._loop(run, pool, schedule)
-                if self._savepoint is not False and not self._failed:
+                loop = EpochLoop(
+                    parts=run, schedule=schedule, control=self.control, recovery=self.recovery,
+                    barriers=self.barriers, watchers=self.watchers, report=self.report,
+                    max_in_flight=self.max_in_flight, global_rollback=self.pipeline.checkpoints is not None,
+                    processors=frozenset(self.pipeline.processors), full_disk=self._full_disk,
+                )  # fmt: skip
+                loop.run(pool)
+                if self._savepoint is not False and not self.control.failures.armed:
                     name = self._savepoint if isinstance(self._savepoint, str) else None
                     take_savepoint(state, self.description, str(self.identity), parallelism.partitions, name)
             except StepError as exc:  # the details stay with the root: falkirk inspect ROOT failure
@@ -518,78 +521,6 @@ class Engine:
         self.pair, identity, copied = join_member(*self._pair_at, self.pipeline.name, self.meta_dir, self.fs, self.root, self.spark)
         self.report.caught_up_from = copied or self.report.caught_up_from
         return identity
-
-    def _loop(self, run: _Run, pool: ThreadPoolExecutor, schedule: _Schedule) -> None:
-        """Plan, compute and commit epochs until ``schedule`` says the run is done;
-        every failure is handed to the recovery coordinator."""
-        state, runner, max_epochs = run.state, run.runner, schedule.max_epochs
-        epoch = min(state.frontier.values()) + 1
-        planned = 0
-        #: The last epoch planned: one discarded and run again (rows set aside, an
-        #: executor lost) is still finished by a clean stop, as in flight when asked.
-        highest = epoch - 1
-        inflight: deque[tuple[EpochWork, Future[None]]] = deque()
-        idle_since: float | None = None
-        while True:
-            if self._stop.abandoned:  # a second signal: the epochs in flight are not waited for
-                raise self._stop.abandoning()
-            while (
-                len(inflight) < self.max_in_flight
-                and not self._failed
-                and (not self._stop.asked or epoch <= highest)  # a clean stop: the epochs in flight finish, no new one starts
-                and (max_epochs is None or planned < max_epochs)
-            ):
-                offsets = state.ledger.plan(epoch, finish=schedule.finish)
-                if offsets is None:
-                    break
-                work = runner.prepare(epoch, offsets, barrier=self.barriers.due(epoch))
-                inflight.append((work, pool.submit(runner.compute, work)))
-                highest = max(highest, epoch)
-                epoch += 1
-                planned += 1
-            if not inflight:
-                if not self._failed:
-                    run.committer.final_barrier()  # nothing new now: release what was read
-                done = self._failed or self._stop.asked or (max_epochs is not None and planned >= max_epochs)
-                now = time.monotonic()
-                idle_since = now if idle_since is None else idle_since
-                if done or now - idle_since >= schedule.idle_timeout:
-                    return
-                self._stop.pause(schedule.poll_interval)  # wait for input to arrive
-                continue
-            idle_since = None
-            work, future = inflight.popleft()
-            try:
-                future.result()
-            except PoisonRows as found:  # rows its processor cannot process: set them aside, run again
-                if run.admission.admitted or any(run.loops.flights.values()):
-                    raise EngineInvariantError(f"epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from found
-                planned -= self.recovery.set_aside(state, runner, work, inflight, found)
-                epoch = min(state.frontier.values()) + 1
-                continue
-            except Exception as exc:  # a full disk, a damaged file Spark read: say which
-                failure = self._full_disk(exc) or as_storage_error(exc)
-                if failure is not None:
-                    raise failure from exc
-                if not is_executor_loss(exc):
-                    raise
-                if run.admission.admitted or any(run.loops.flights.values()):
-                    raise EngineInvariantError(f"epochs {sorted(run.admission.admitted)} are inside an interleaved loop while epoch {work.epoch} is discarded") from exc
-                injected, self._failed = self._failed, set()  # cleared first: a loss in the rollback must not leave them armed
-                planned -= self.recovery.executor_lost(state, runner, work, inflight, injected, exc)
-                epoch = min(state.frontier.values()) + 1
-                continue
-            self.recovery.committed()
-            self.report.in_flight = len(inflight) + 1
-            self._commit(run, work, inflight)
-            self._failed |= armed_failures(work.epoch)
-            if self._failed and not inflight:  # failures take effect between epochs
-                if self.pipeline.checkpoints is not None:  # global checkpoints: a global rollback
-                    self._failed = set(self.pipeline.processors)
-                failed = frozenset(self._failed)
-                self._failed = set()
-                self.recovery.roll_back(state, runner, failed, work.epoch)
-                epoch = min(state.frontier.values()) + 1
 
     # -- start ----------------------------------------------------------------------------
 
@@ -628,43 +559,3 @@ class Engine:
         # that moved to global checkpoints: at its own restore point; see BarrierClock.start).
         self.barriers.start(min(state.frontier.values(), default=0), max(state.frontier.values(), default=0))
         return edges
-
-    # -- one epoch ------------------------------------------------------------------------
-
-    def _commit(self, run: _Run, work: EpochWork, inflight: deque[tuple[EpochWork, Future[None]]]) -> None:
-        """Commit one computed epoch (main thread, in epoch order), then collect garbage
-        (:mod:`falkirk.execution.commits`). With loops, what a worker computed commits
-        first, then the loops and what follows them run here
-        (:mod:`falkirk.execution.loop_stage`) and commit the rest; an interleaved loop takes
-        in the next epochs of ``inflight`` whose workers are done meanwhile
-        (:mod:`falkirk.execution.admission`)."""
-        if not run.admission.taken(work):
-            run.admission.computed(work)
-        if run.loops.active:
-            run.loops.run(work, partial(run.admission.admit, inflight))
-            for write in work.writes:
-                write.result()
-            crash_point(CrashPoint.LOOP_COMPUTED)
-        run.committer.epoch(work)
-        self.watchers.committed(work.epoch, time.perf_counter() - work.started, self.report)
-
-
-@dataclass(frozen=True)
-class _Schedule:
-    """How long :meth:`Engine.run` runs (see its arguments)."""
-
-    max_epochs: int | None
-    idle_timeout: float
-    poll_interval: float
-    finish: bool
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The parts of one run, built once its recovery is done."""
-
-    state: RunState
-    runner: EpochRunner
-    committer: Committer
-    loops: LoopStage
-    admission: Admission
