@@ -26,7 +26,7 @@ from falkirk.graph.policies import (
 )
 from falkirk.graph.sequences import Sequenced
 from falkirk.graph.stream import Stream
-from falkirk.graph.windows import Session, Sliding, Tumbling, WindowShape
+from falkirk.graph.windows import EventTimeTtl, Session, Sliding, Tumbling, WindowShape
 
 __all__ = [
     "AtBarriers",
@@ -34,6 +34,7 @@ __all__ = [
     "EagerCheckpoint",
     "EdgeId",
     "ErrorLimit",
+    "EventTimeTtl",
     "FullHistory",
     "GlobalCheckpoints",
     "GraphError",

@@ -30,7 +30,7 @@ from falkirk.graph.specs import (
     ValidateSpec,
     keys,
 )
-from falkirk.graph.windows import WindowShape, WindowSpec
+from falkirk.graph.windows import EventTimeTtl, WindowShape, WindowSpec
 
 
 class Graph(Protocol):
@@ -252,6 +252,7 @@ class Stream:
         mode: str = "append",
         fn: Callable[..., Any] | None = None,
         output_schema: str = "",
+        ttl: int | str | timedelta | EventTimeTtl | None = None,
         policy: Policy | None = None,
         on_error: OnError | str | None = None,
     ) -> Stream:
@@ -288,7 +289,17 @@ class Stream:
         window's rows (a pandas DataFrame of the input's columns) whenever the window
         is emitted; the output rows are the key, the window and ``fn``'s columns.
         The window then keeps its rows in its state (and, under CEC, in its
-        footprints)."""
+        footprints).
+
+        ``ttl``: a key whose windows stay open while nothing happens to them leaves
+        the state with them. ``ttl=N`` (epochs): N epochs in which no row of the key
+        arrived and none of its windows closed; ``ttl="2 hours"`` (a duration over a
+        timestamp column) or ``EventTimeTtl(N)`` (an integer column's unit): no row
+        of the key newer than the watermark minus that. The key's open windows go,
+        with their values so far and the columns of ``out``, to ``stream.expired()``
+        in the epoch it leaves (never to ``out``); a key with a window closing in
+        that epoch stays for it. Not with ContinuousEventualCheckpoint. Changing
+        ``ttl`` is an upgrade, as with :meth:`aggregate`."""
         def spec() -> WindowSpec:
             return WindowSpec(
                 key=keys(name, key),
@@ -299,6 +310,7 @@ class Stream:
                 mode=mode,
                 fn=fn,
                 output_schema=output_schema,
+                ttl=ttl,
             )
 
         return self._build(name, spec, policy=policy, on_error=on_error)
@@ -308,7 +320,7 @@ class Stream:
         last value (see :meth:`aggregate`), in the epoch it expired."""
         spec = self.pipeline.spec_of(self.processor)
         if spec is None or EXPIRED_PORT not in spec.output_ports:
-            raise GraphError(f"expired(): {self.processor!r} has no time-to-live; give its aggregate or stateful ttl=N (epochs)")
+            raise GraphError(f"expired(): {self.processor!r} has no time-to-live; give its aggregate, stateful or window a ttl")
         return Stream(self.pipeline, self.processor, EXPIRED_PORT)
 
     def late(self) -> Stream:

@@ -22,6 +22,12 @@ with a reason (and is counted), for a dead-letter sink or to be dropped. This is
 Spark Structured Streaming's order (its late-event and eviction watermarks), so both
 give the same windows over the same epochs. The epoch that ends the input
 (``Engine.run(finish=True)``) closes every window.
+
+A key whose windows stay open while nothing happens to them (long windows, a
+watermark held back) can be made to leave with ``ttl=``: ``N`` epochs without a row
+or a window closed, or :class:`EventTimeTtl` (a duration on event time: no row newer
+than the watermark minus it). Its open windows go, with their values so far, to the
+``expired()`` output, never to ``out``.
 """
 
 from __future__ import annotations
@@ -42,12 +48,30 @@ from falkirk.graph.policies import (
     Policy,
     Stateless,
 )
-from falkirk.graph.specs import OperatorSpec
+from falkirk.graph.specs import EXPIRED_PORT, OperatorSpec, check_ttl
 
 #: Aggregates a window keeps as partials (algebraic: merged without the rows).
 WINDOW_AGGREGATES = ("count", "sum", "min", "max", "avg")
 #: Output modes: a window's row once, when it closes; or every epoch that changes it.
 MODES = ("append", "update")
+
+
+@dataclass(frozen=True)
+class EventTimeTtl:
+    """A window's time-to-live on event time: a key none of whose rows is newer
+    than the watermark minus ``span`` leaves the state, at the first epoch whose
+    starting watermark (the one windows close at) is at least ``span`` past the
+    key's latest row. ``span`` is an integer in an integer event-time column's unit,
+    or a duration (``"2 hours"``, a ``timedelta``) over a timestamp column;
+    ``window(..., ttl="2 hours")`` means ``EventTimeTtl("2 hours")``."""
+
+    span: int | str | timedelta | Duration
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "span", span(self.span, f"EventTimeTtl({self.span!r})", minimum=1))
+
+    def __str__(self) -> str:
+        return f"event time {self.span}"
 
 
 @dataclass(frozen=True)
@@ -165,7 +189,6 @@ class WindowSpec(OperatorSpec):
 
     kind: ClassVar[str] = "window"
     ports: ClassVar[tuple[str, ...]] = ("out", "late")
-    optional_ports: ClassVar[tuple[str, ...]] = ("late",)
     policies: ClassVar[tuple[type[Policy], ...]] = WINDOW_POLICIES
     keyed: ClassVar[bool] = True
     key: tuple[str, ...] = ()
@@ -178,6 +201,15 @@ class WindowSpec(OperatorSpec):
     #: ``output_schema``, instead of ``aggregates``: the window keeps its rows.
     fn: Callable[..., Any] | None = None
     output_schema: str = ""
+    optional_ports: ClassVar[tuple[str, ...]] = ("late", EXPIRED_PORT)
+    #: Time to live: ``N`` epochs in which no row arrived and no window closed, or an
+    #: :class:`EventTimeTtl` (a duration given alone means one); the key leaves with
+    #: its open windows (see the module docstring).
+    ttl: int | str | timedelta | EventTimeTtl | None = None
+
+    @property
+    def output_ports(self) -> tuple[str, ...]:
+        return (*self.ports, EXPIRED_PORT) if self.ttl is not None else self.ports
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, WindowShape):
@@ -213,3 +245,12 @@ class WindowSpec(OperatorSpec):
                 raise GraphError(f"window aggregate {out!r} ({agg[0]}) needs a column")
             if out in reserved:
                 raise GraphError(f"window aggregate {out!r}: the name is taken by a key or window column; rename it")
+        if isinstance(self.ttl, (str, timedelta, Duration)):
+            object.__setattr__(self, "ttl", EventTimeTtl(self.ttl))
+        if not isinstance(self.ttl, EventTimeTtl):
+            check_ttl(self.ttl)
+        elif isinstance(self.ttl.span, Duration) != self.shape.timed:
+            raise GraphError(
+                f"window: ttl={self.ttl.span!r} and {self.shape!r}: give both as integers (an integer event-time "
+                "column) or both as durations (a timestamp column)"
+            )

@@ -14,7 +14,7 @@ from falkirk.operators.base import Chain, Operator
 from falkirk.spark.state import KeyedState
 
 
-def ttl_setting(ttl: int | None) -> dict[str, object]:
+def ttl_setting(ttl: int | str | None) -> dict[str, object]:
     """A time-to-live as a setting of the state's signature (none without one, so
     roots written before ttls existed keep their signatures): which keys the
     committed outputs expired depends on it, so a restart that replays committed

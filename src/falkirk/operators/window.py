@@ -15,7 +15,11 @@ See :mod:`falkirk.graph.windows` for what a user gets and
    started with (or to checkpoint), are classified and regrouped into the keys' new
    arrays - one delta run of the state; the watermark advances (greatest event time
    seen minus the delay);
-4. output: the windows that closed (append) or were updated (update).
+4. with a ``ttl``, the keys it removes (neither touched nor closing a window this
+   epoch, and idle for the ttl: see :meth:`WindowOperator._expiring`) are found by a
+   filter over the state's runs in place, deleted in the same delta run, and their
+   open windows go to the ``expired`` output;
+5. output: the windows that closed (append) or were updated (update).
 
 With lazy or eager checkpoints the state's checkpoint carries one extra row with
 the watermark (a tombstone with null keys, which no restore keeps); under
@@ -40,19 +44,23 @@ from pyspark.sql.types import (
 )
 
 from falkirk.graph import GraphError
+from falkirk.graph.durations import micros
 from falkirk.graph.signatures import StateSignature
-from falkirk.graph.windows import WindowSpec
+from falkirk.graph.specs import EXPIRED_PORT
+from falkirk.graph.windows import EventTimeTtl, WindowSpec
 from falkirk.operators.base import Chain, Step, require, state_columns
 from falkirk.operators.cec import CecLog
 from falkirk.operators.event_time import EventTime, shape_text
 from falkirk.operators.exceptions import OperatorInvariantError
-from falkirk.operators.keyed import KeyedOperator
+from falkirk.operators.keyed import KeyedOperator, check_ttl_scope, ttl_setting
 from falkirk.operators.window_frames import (
     CLS,
     FINAL_WATERMARK,
+    LAST,
     MIN_END,
     MIN_FP,
     UPDATED,
+    WINDOWS,
     Layout,
     check_signature,
     late_schema,
@@ -88,6 +96,16 @@ class WindowOperator(KeyedOperator):
         self.input_columns = schema.fieldNames()
         self.layout = Layout.of(spec.key, spec.time, self.time.shape, dict(spec.aggregates), schema, spec.fn)
         self.cec = self.processor.policy.checkpoints_eventually
+        #: ``ttl``: epochs (an int), or the span on event time in the units computed with.
+        self.ttl: int | None = spec.ttl if isinstance(spec.ttl, int) else None
+        self.ttl_span: int | None = micros(spec.ttl.span) if isinstance(spec.ttl, EventTimeTtl) else None  # type: ignore[arg-type]
+        if spec.ttl is not None:
+            check_ttl_scope(self.processor)
+            if self.cec:
+                raise GraphError(
+                    f"window processor {self.name!r}: ttl= is not available with ContinuousEventualCheckpoint (its log "
+                    "re-records idle windows, so they never look idle); use LazyCheckpoint or EagerCheckpoint, or drop ttl="
+                )
         delta_checkpoints = self.processor.policy.writes_checkpoints and not self.cec
         self.state = KeyedState(self.spark, (*spec.key,), self.layout.state_schema(schema), keep_tombstones=delta_checkpoints)
         #: What the stored state means: a restore with other settings is refused.
@@ -115,7 +133,10 @@ class WindowOperator(KeyedOperator):
         self.inside_output = StructType(fields)
         timed = {*BOUNDS, *self.time_outputs}
         self.output_schema = StructType([StructField(f.name, self.time.bound_type) if f.name in timed else f for f in fields])
-        return {"out": self.output_schema, "late": late_schema(self.input_schema, self.time.bound_type)}
+        ports = {"out": self.output_schema, "late": late_schema(self.input_schema, self.time.bound_type)}
+        if spec.ttl is not None:
+            ports[EXPIRED_PORT] = self.output_schema  # the open windows of the keys that expired
+        return ports
 
     def state_signature(self) -> StateSignature:
         """What :func:`~falkirk.operators.window_frames.signature` holds (checked
@@ -128,6 +149,7 @@ class WindowOperator(KeyedOperator):
         partials = tuple((name, dtype.simpleString()) for name, dtype, _ in self.layout.partials)
         fn = getattr(spec.fn, "__qualname__", repr(spec.fn)) if spec.fn is not None else None
         settings = {"shape": shape_text(spec, self.time), "time": spec.time, "watermark_delay": self.time.delay, "mode": spec.mode, "fn": fn}
+        settings.update(ttl_setting(self.ttl if self.ttl_span is None else f"event time {self.ttl_span}"))
         return StateSignature.of(
             self.processor.kind, keys=spec.key, aggregates=spec.aggregates, columns=state_columns(keys) + partials, settings=settings
         )
@@ -185,6 +207,9 @@ class WindowOperator(KeyedOperator):
         grouped = self.layout.regroup(classified)
         changed = grouped.filter(F.size(F.col("windows")) > 0)
         deleted = grouped.filter(F.size(F.col("windows")) == 0).select(*self.spec.key)
+        gone = self._expiring(merged, epoch, closing, step.final)
+        if gone is not None:
+            deleted = deleted.unionByName(gone.select(*self.spec.key))
         self.state.apply(changed, deleted, epoch)
         if self.log is not None:
             self.log.record(epoch, merged, classified, int(metrics.get("rows") or 0), self.marks())
@@ -192,7 +217,41 @@ class WindowOperator(KeyedOperator):
         shown = classified.filter(F.col(CLS) == "close") if self.spec.mode == "append" else classified.filter(F.col(UPDATED))
         out = self.time.to_outside(self.layout.results(shown, self.inside_output), *BOUNDS, *self.time_outputs)
         late_out = self.time.to_outside(late_rows.unionByName(invalid), self.spec.time, *BOUNDS)
-        return {"out": out, "late": late_out}
+        ports = {"out": out, "late": late_out}
+        if self.spec.ttl is not None:
+            ports[EXPIRED_PORT] = self._expired_rows(gone)
+        return ports
+
+    def _expiring(self, merged: DataFrame, epoch: int, closing: int | None, final: bool) -> DataFrame | None:
+        """The state rows of the keys the ``ttl`` removes at ``epoch`` (materialised),
+        or None: keys with no row this epoch (not in ``merged``) and no window closing
+        at ``closing``, that are idle - with ``ttl=N``, their state unchanged since
+        epoch ``epoch - N`` (no row, no window closed); with an event-time ttl, no
+        row newer than ``closing`` minus the span (a window's ``last`` is the latest
+        event time in it). The epoch that ends the input closes every window instead."""
+        if final or (self.ttl is None and self.ttl_span is None):
+            return None
+        if self.ttl is not None:
+            if epoch - self.ttl < 1:
+                return None
+            idle = f"{EPOCH} <= {epoch - self.ttl}"
+        else:
+            assert self.ttl_span is not None
+            if closing is None or closing - self.ttl_span < LOWEST_WATERMARK:
+                return None
+            idle = f"array_max(transform({WINDOWS}, w -> w.{LAST})) <= {closing - self.ttl_span}"
+        if closing is not None:
+            idle += f" AND {MIN_END} > {closing}"  # a window closing now is emitted first; the key may expire later
+        gone = materialise(self.state.expiring_where(idle, merged))
+        self.state.retire(epoch, gone)  # read by this epoch's consumers; freed once it commits
+        return gone
+
+    def _expired_rows(self, gone: DataFrame | None) -> DataFrame:
+        """The open windows of the keys that expired, as output rows (the columns of ``out``)."""
+        if gone is None:
+            return self.spark.createDataFrame([], self.output_schema)
+        rows = self.layout.results(self.layout.exploded(gone), self.inside_output)
+        return self.time.to_outside(rows, *BOUNDS, *self.time_outputs)
 
     def _merge(self, partials: DataFrame, epoch: int) -> DataFrame:
         """The touched keys' windows after the epoch's rows (materialised)."""
@@ -209,7 +268,10 @@ class WindowOperator(KeyedOperator):
             condition += f" OR {MIN_FP} < {cutoff}"
         keys = list(self.spec.key)
         candidates = self.state.candidates(condition).join(merged.select(*keys).distinct(), keys, "left_anti")
-        return self.layout.stored_windows(self.state.with_stored(self.state.partitioned(candidates)))
+        # A superseded row may have matched: only keys whose current row does are
+        # rewritten (an idle key must not look changed to a ttl).
+        current = self.state.with_stored(self.state.partitioned(candidates)).filter(f"_found AND ({condition})")
+        return self.layout.stored_windows(current)
 
     def _late(self, rows: DataFrame, assigned: DataFrame, watermark: int | None) -> tuple[DataFrame, DataFrame]:
         """The late rows (window closed before this epoch) and the invalid ones,

@@ -230,15 +230,22 @@ class KeyedState:
         or before and not among ``touched``'s keys (this epoch's), to be deleted by
         this epoch's :meth:`apply`. Under one ``ttl`` every key is removed in the
         epoch it reaches the limit, exactly once; a key older than that (state kept
-        from before a ttl was given) goes at the first epoch that looks. Found by a
-        filter over the runs in place - old rows of keys changed since match too,
-        as many as the runs hold until the next compaction - then looked up
-        (:meth:`candidates`); None before any key can be that old."""
+        from before a ttl was given) goes at the first epoch that looks. None before
+        any key can be that old (see :meth:`expiring_where`)."""
         last = epoch - ttl
         if last < 1:
             return None
-        found = self._join_runs(self.candidates(f"{EPOCH} <= {last}"))
-        live = found.filter(f"_found AND NOT {DELETED} AND {EPOCH} <= {last}")
+        return self.expiring_where(f"{EPOCH} <= {last}", touched)
+
+    def expiring_where(self, condition: str, touched: DataFrame) -> DataFrame:
+        """The live rows (keys and values) whose current row satisfies the SQL
+        ``condition`` (over the value columns and ``_epoch``), but not of
+        ``touched``'s keys. Found by a filter over the runs in place - old rows of
+        keys changed since match too, as many as the runs hold until the next
+        compaction - then looked up (:meth:`candidates`), the condition checked
+        again on the current row."""
+        found = self._join_runs(self.candidates(condition))
+        live = found.filter(f"_found AND NOT {DELETED} AND ({condition})")
         return live.join(touched.select(*self.keys), list(self.keys), "left_anti").select(*self.keys, *self.values)
 
     # -- updates ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ a new aggregate, a new column of a ``stateful`` state  allowed: null for the key
                                                        over the rows read from then on
 a column widened (int to bigint, float to double, ..)  allowed: the stored values cast
 a window's ``watermark_delay``                         allowed
-an aggregate's or ``stateful``'s ``ttl``               allowed: keys older than the new
+the ``ttl`` of an aggregate, ``stateful`` or window    allowed: keys older than the new
                                                        one leave at the next epoch
 an aggregate or state column removed                   only with ``drop=["proc.column"]``
 the key columns                                        refused
@@ -39,7 +39,7 @@ from falkirk.graph.signatures import StateSignature
 
 #: Settings an upgrade may change (by processor kind): the state's rows mean the same.
 CHANGEABLE_SETTINGS: dict[str, frozenset[str]] = {
-    "window": frozenset({"watermark_delay"}),
+    "window": frozenset({"watermark_delay", "ttl"}),
     "aggregate": frozenset({"ttl"}),  # keys older than a new ttl leave at the upgrade's first epoch
     "stateful": frozenset({"ttl"}),
 }
