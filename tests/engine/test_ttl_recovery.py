@@ -26,7 +26,7 @@ from tests.engine.examples import kill_at_a_random_moment, kill_at_each
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 30
+EPOCHS = 26
 RUNNER = Path(__file__).with_name("ttl_runner.py")
 
 

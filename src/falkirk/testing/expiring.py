@@ -4,7 +4,7 @@ Python that ``tests/operators/test_window_ttl.py`` and the kill chain of
 against.
 
 Rows of epoch e have event time ``10 e`` (an integer column) and fall in tumbling
-windows of 200 (:data:`SIZE`), so windows close at epochs 21, 41 and 61. Every
+windows of 200 (:data:`SIZE`), so windows close at epochs 21, 41, 61... Every
 epoch brings two new keys (never seen again), an ``r`` key back every sixth epoch and
 a ``q`` key every second.
 """
@@ -47,6 +47,8 @@ class WindowReference:
     changed: dict[str, int] = field(default_factory=dict)
     out: list[tuple[Any, ...]] = field(default_factory=list)
     expired: list[tuple[Any, ...]] = field(default_factory=list)
+    #: epoch -> the keys held at its end
+    live: dict[int, int] = field(default_factory=dict)
 
     def run(self, epochs: int) -> WindowReference:
         watermark: int | None = None
@@ -79,6 +81,7 @@ class WindowReference:
                         self.expired.append((k, start, start + SIZE, n, s, e))
                     del self.windows[k]
             self.windows = {k: w for k, w in self.windows.items() if w}
+            self.live[e] = len(self.windows)
             watermark = max(t for _, t, _ in rows) if watermark is None else max(watermark, max(t for _, t, _ in rows))
         return self
 
