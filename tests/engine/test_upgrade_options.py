@@ -24,6 +24,7 @@ from falkirk.graph import EagerCheckpoint, Pipeline
 from falkirk.io import FileSource, MemorySink
 from falkirk.runtime import Engine
 from falkirk.storage import MetaStore
+from falkirk.upgrades.savepoints import SavepointError
 from falkirk.upgrades.upgrade import Upgrade, UpgradeError
 
 pytestmark = pytest.mark.slow
@@ -157,3 +158,49 @@ def test_a_new_root_from_a_savepoint_never_writes_over_the_old_roots_later_epoch
     totals = pd.read_parquet(tmp_path / "out-b" / "totals")
     want = [t for t in expected(read_input(inputs), upgraded_after=2).totals if t[1] >= 3]
     assert sorted(map(tuple, totals[["user", "epoch", "n", "total", "max_amount"]].values.tolist())) == want
+
+
+def test_refusals_name_only_their_reasons_and_a_taken_savepoint_name_is_refused_first(spark: SparkSession, tmp_path: Path) -> None:
+    """A changed aggregate is refused for that change alone (it is not also "removed",
+    with a drop= that would lose its state); a keyed processor turned into a
+    stateless one is refused (its state would be lost silently); a settings-only
+    upgrade says what changed in the history; and a savepoint name already taken is
+    refused before any epoch runs, leaving that savepoint's files as they were."""
+    for e in (1, 2):
+        write(tmp_path / "in", e, INPUT[e])
+
+    def pipeline(kind: str, ttl: int | None = None) -> Pipeline:
+        p = Pipeline("refusals")
+        rows = p.source("payments", csv(tmp_path / "in")).exchange("by_user", "user")
+        if kind == "map":
+            agg = rows.map("totals", lambda df: df)
+        else:
+            agg = rows.aggregate("totals", "user", {"n": ("count", None), "total": (kind, "amount")}, policy=EAGER, ttl=ttl)
+        agg.sink("out", MemorySink())
+        return p
+
+    Engine(pipeline("sum"), tmp_path / "state", spark=spark).run(savepoint="v1")
+    saved = sorted(p.relative_to(tmp_path) for p in (tmp_path / "state" / "savepoints").rglob("*"))
+    with pytest.raises(UpgradeError) as refused:
+        Engine(pipeline("max"), tmp_path / "state", spark=spark, upgrade=True).run()
+    assert "aggregate 'total' was sum of 'amount', is now max of 'amount'" in str(refused.value)
+    assert "was removed" not in str(refused.value) and "drop=" not in str(refused.value)
+    with pytest.raises(UpgradeError, match=r"processor 'totals' \(map\): it was a aggregate with keyed state, which this map would lose"):
+        Engine(pipeline("map"), tmp_path / "state", spark=spark, upgrade=True).run()
+    write(tmp_path / "in", 3, INPUT[3])
+    with pytest.raises(SavepointError, match="savepoint 'v1' exists already"):
+        Engine(pipeline("sum"), tmp_path / "state", spark=spark).run(savepoint="v1")
+    store = MetaStore(tmp_path / "state", read_only=True)
+    try:
+        assert store.committed_epoch() == 2, "refused before epoch 3 ran"
+    finally:
+        store.close()
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "state" / "savepoints").rglob("*")) == saved
+    report = Engine(pipeline("sum", ttl=3), tmp_path / "state", spark=spark, upgrade=True).run()
+    assert report.upgraded_from == "v1" and report.epochs == [3]
+    description = MetaStore(tmp_path / "state", read_only=True)
+    try:
+        history = (description.description() or {})["history"]
+    finally:
+        description.close()
+    assert history[-1]["changes"] == ["aggregate 'totals': ttl none -> 3"], history

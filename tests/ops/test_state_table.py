@@ -213,3 +213,28 @@ def test_beside_a_running_pipeline_every_read_is_the_state_of_its_epoch(spark: S
         assert store.state_files("stats")[0][0].epoch > 1, "its first checkpoints were collected meanwhile"
     finally:
         store.close()
+
+
+def test_a_file_uri_root_bad_at_values_and_a_damaged_root(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A root an engine ran under a ``file://`` URI (its metadata the driver's working
+    copy, published into the root) reads under either spelling, as ``falkirk
+    status`` shows it; ``at=`` of another type is refused; a committed file missing
+    from a stopped root is damage, said as such (not a running pipeline's doing)."""
+    add_files(tmp_path / "in", range(1, 4))
+    p = Pipeline("uri")
+    rows = p.source("events", FileSource(str(tmp_path / "in"), "json", SCHEMA)).exchange("by_k", "k")
+    rows.aggregate("stats", "k", {"n": ("count", None)}, policy=EAGER).sink("out", MemorySink())
+    uri = f"file://{tmp_path / 'state'}"
+    Engine(p, uri, spark=spark).run()
+    want = sorted((k, int(n)) for k, n in read_input(tmp_path / "in", 3).groupby("k").size().items())
+    for storage in (uri, str(tmp_path / "state")):
+        assert rows_of(falkirk.read_state(spark, storage, "stats")) == want
+    assert cli.main(["status", uri]) == 0 and "stats" in capsys.readouterr().out
+    for at in (True, 2.0, -1):
+        with pytest.raises(StateReadError, match=r"at=.*: give an epoch"):
+            falkirk.read_state(spark, uri, "stats", at=at)  # type: ignore[arg-type]
+    for f in (tmp_path / "state" / "checkpoints" / "stats").rglob("*.parquet"):
+        f.unlink()
+    with pytest.raises(Exception, match=r"committed file .* is missing") as damaged:
+        falkirk.read_state(spark, uri, "stats")
+    assert "changed twice" not in str(damaged.value)

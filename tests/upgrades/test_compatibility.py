@@ -74,3 +74,14 @@ def test_a_windows_watermark_delay_may_change_its_shape_not() -> None:
 def test_a_renamed_processor_says_so() -> None:
     mapping = map_state("sums", "totals", TOTALS, TOTALS)
     assert isinstance(mapping, StateMapping) and not mapping.unchanged and mapping.describe() == ["renamed from 'totals'"]
+
+
+def test_a_changed_setting_is_in_the_history() -> None:
+    def window(delay: str, ttl: int | None) -> StateSignature:
+        settings = {"shape": "tumbling 10", "watermark_delay": delay, "time": "ts"} | ({"ttl": ttl} if ttl else {})
+        return StateSignature.of("window", keys=["k"], settings=settings)
+
+    mapping = map_state("w", "w", window("5", 10), window("60", 2))
+    assert isinstance(mapping, StateMapping) and mapping.describe() == ["ttl 10 -> 2", "watermark_delay 5 -> 60"]
+    given = map_state("w", "w", window("5", None), window("5", 4))
+    assert isinstance(given, StateMapping) and given.describe() == ["ttl none -> 4"]

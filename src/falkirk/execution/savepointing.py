@@ -23,8 +23,7 @@ from falkirk.upgrades.savepoints import (
     SavedState,
     Savepoint,
     SavepointError,
-    check_name,
-    directory,
+    make_room,
     new_name,
     publish,
 )
@@ -38,8 +37,8 @@ def take_savepoint(state: RunState, description: dict[str, Any], identity: str |
     epoch = state.store.committed_epoch()
     if epoch is None:
         raise SavepointError("no epoch has committed on this storage root yet: there is no state to save")
-    name = check_name(name) if name is not None else new_name(epoch)
-    where = directory(state.fs, state.root, name)
+    name = name if name is not None else new_name(epoch)
+    where = make_room(state.fs, state.root, name)
     states: dict[str, SavedState] = {}
     for p in state.keyed:
         operator = state.operators[p.name]

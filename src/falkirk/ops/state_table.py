@@ -102,20 +102,37 @@ def read_state(spark: SparkSession, storage: str, processor: str, at: int | str 
 
 def read_state_at(spark: SparkSession, storage: str, processor: str, at: int | str | None = None) -> tuple[DataFrame, StateAt]:
     """:func:`read_state`, and where the state was read from."""
+    if at is not None and (isinstance(at, bool) or not isinstance(at, (int, str)) or (isinstance(at, int) and at < 0)):
+        raise StateReadError(
+            f"at={at!r}: give an epoch (an integer; 0: the empty state before epoch 1), a savepoint's name, or None (what a restart would restore)"
+        )
+    committed = None if isinstance(at, str) and not at.isdigit() else _committed_epoch(storage)
     for attempt in (1, 2):
         try:
             where, signature, files, ordinal = _locate(storage, processor, at)
             rows = _table(spark, signature, [f.path for f in files], ordinal)
             return rows.localCheckpoint(eager=True), where
         except Exception as exc:  # a running pipeline committed or collected meanwhile: read again
-            if not _moved(exc):
+            if not _moved(exc) or committed is None:  # (a savepoint is never collected: a missing file is damage)
                 raise
+            if attempt == 2 and not isinstance(exc, _Moved) and _committed_epoch(storage) == committed:
+                raise  # the same root, unchanged, misses a committed file: damaged, as the error says
             if attempt == 2:
                 raise StateReadError(
                     f"the state of {processor!r} changed twice while it was read (a pipeline running on {storage} "
                     f"commits and collects its checkpoints): ask again, or pass at= an epoch or a savepoint ({exc})"
                 ) from None
     raise AssertionError("unreachable")
+
+
+def _committed_epoch(storage: str) -> int:
+    """The root's last committed epoch (0: none), to tell a running pipeline's
+    collection from damage."""
+    store = open_root(storage if storage.startswith("file:") else _root(storage))
+    try:
+        return store.committed_epoch() or 0
+    finally:
+        store.close()
 
 
 class _Moved(Exception):
@@ -156,7 +173,7 @@ def _locate(storage: str, processor: str, at: int | str | None) -> tuple[StateAt
     root = _root(storage)
     if isinstance(at, str) and not at.isdigit():  # a savepoint: its own description says what it holds
         return _from_savepoint(root, processor, at)
-    store = open_root(root)
+    store = open_root(storage if storage.startswith("file:") else root)
     try:
         description = store.description()
         if description is None:
@@ -188,9 +205,15 @@ def _locate(storage: str, processor: str, at: int | str | None) -> tuple[StateAt
             f"processor {processor!r} keeps its state as a continuous eventual checkpoint log (CEC), which holds no "
             "whole state at an epoch: read_state cannot show it. Its windows' results are its output table's"
         )
-    files = [f for entry in entries_to_restore(entries, t.ordinal) for f in entry.files]
+    files = [_local(f) for entry in entries_to_restore(entries, t.ordinal) for f in entry.files]
     verify_files(files, LocalFileSystem())
     return where, signature, files, t.ordinal
+
+
+def _local(f: StoredFile) -> StoredFile:
+    """A committed file of a root run under a ``file:`` URI, as a local path."""
+    path = local_path(f.path) if f.path.startswith("file:") else None
+    return StoredFile(path, f.size, f.sha256) if path is not None else f
 
 
 def _signature(description: Mapping[str, Any], processor: str, where: str) -> StateSignature:

@@ -29,6 +29,8 @@ from falkirk.storage.evidence import check_metadata
 from falkirk.storage.filesystem import StoredFile, is_uri, local_path
 from falkirk.storage.identity import LAST_FAILURE, recorded
 from falkirk.storage.lock import LOCK_NAME, RootLock
+from falkirk.storage.published import META_DIR, default_metadata_dir
+from falkirk.storage.schema import DB_NAME
 from falkirk.time import frontier_to_json
 from falkirk.time.ticks import Tick
 
@@ -46,11 +48,31 @@ def open_root(storage: str, metadata_dir: str | None = None) -> MetaStore:
                 "the metadata database (Engine(metadata_dir=...), by default under ~/.cache/falkirk)"
             )
         return MetaStore(metadata_dir, read_only=True, root=storage)
-    local = storage.removeprefix("file://")
+    local = local_path(storage) or storage if storage.startswith("file:") else storage
+    if not (Path(local) / DB_NAME).exists() and (Path(local) / META_DIR).is_dir():
+        # An engine given a file: URI runs it as a URI root: the database is its working copy.
+        found = metadata_dir or _working_copy(local)
+        if found is None:
+            raise StorageError(
+                f"{storage} is run as a URI root, whose metadata database is its driver's working copy: pass "
+                "--metadata-dir (the Engine's metadata_dir=; by default under ~/.cache/falkirk, none found there)"
+            )
+        return MetaStore(found, read_only=True, root=storage)
     if not Path(local).is_dir():
         raise StorageError(f"{local} is not a directory: no pipeline has run with this storage root")
     check_metadata(LocalFileSystem(), str(Path(local).absolute()), Path(local), local=True)
     return MetaStore(local, read_only=True)
+
+
+def _working_copy(local: str) -> str | None:
+    """The default working copy of the metadata of ``file:`` root ``local``, under
+    any spelling of its URI an engine may have been given (None: there is none)."""
+    local = str(Path(local).absolute())
+    for spelling in (f"file:{local}", f"file://{local}"):
+        candidate = default_metadata_dir(spelling.rstrip("/"))
+        if (candidate / DB_NAME).is_file():
+            return str(candidate)
+    return None
 
 
 #: A lock file holds a short JSON record; more is never read.

@@ -90,6 +90,7 @@ from falkirk.spark.session import engine_session, interrupted_start, spark_sessi
 from falkirk.storage import MetaStore, StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
+from falkirk.upgrades.savepoints import check_free
 from falkirk.upgrades.upgrade import Upgrade, upgrade_of, upgrade_root
 
 if TYPE_CHECKING:
@@ -257,10 +258,13 @@ class Engine:
         the run's own thread (from ``on_epoch``) it cannot wait, and returns False. No
         run in progress: nothing to do (True; a later :meth:`run` runs).
         ``savepoint=True`` (or a name): the run ends with a savepoint (see :meth:`run`;
-        None: as :meth:`run` was asked)."""
+        None: as :meth:`run` was asked; a name a finished savepoint has is refused at
+        once, with :class:`~falkirk.upgrades.savepoints.SavepointError`)."""
         if not self.control.stop.running:
             return True
         if savepoint is not None:
+            if isinstance(savepoint, str):
+                check_free(self.fs, self.root, savepoint)  # a name taken: said now, the run goes on
             self._savepoint = savepoint
         self.control.stop.ask("stop()")
         if not wait or threading.get_ident() == self.control.stop.thread:
@@ -318,6 +322,8 @@ class Engine:
         if idle_timeout < 0 or poll_interval <= 0:
             raise GraphError(f"run(idle_timeout={idle_timeout}, poll_interval={poll_interval}): need idle_timeout >= 0 and poll_interval > 0")
         schedule = Schedule(max_epochs, idle_timeout, poll_interval, finish)
+        if isinstance(savepoint, str):
+            check_free(self.fs, self.root, savepoint)  # before any epoch runs
         self._savepoint = savepoint
         if self.ui is not None and self.telemetry is not None and self.dashboard is None:
             from falkirk.observe.dashboard import Dashboard  # the web server, only when asked for

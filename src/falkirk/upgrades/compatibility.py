@@ -80,6 +80,8 @@ class StateMapping:
     casts: Mapping[str, str] = field(default_factory=dict)
     added: tuple[NewColumn, ...] = ()
     dropped: tuple[str, ...] = ()
+    #: The settings that changed (``ttl``, ``watermark_delay``): name -> (old, new).
+    settings: Mapping[str, tuple[object, object]] = field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -93,7 +95,12 @@ class StateMapping:
         said += [f"{label} added ({'null' if defaults[label] is None else repr(defaults[label])} for the keys held)" for label in labels]
         said += [f"column {name!r} widened to {dtype}" for name, dtype in self.casts.items()]
         said += [f"column {name!r} dropped" for name in self.dropped]
+        said += [f"{name} {_setting_text(was)} -> {_setting_text(now)}" for name, (was, now) in self.settings.items()]
         return said
+
+
+def _setting_text(value: object) -> str:
+    return "none" if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -132,9 +139,11 @@ def map_state(
             "its keys; give the processor another name (it starts empty, or from initial_state=)"
         )
     old_functions = {f.output: f for f in old.functions}
+    changed_functions: set[str] = set()  # (their partial columns' changes follow from it: not said again)
     for f in new.functions:
         before = old_functions.get(f.output)
         if before is not None and before != f:
+            changed_functions.add(f.output)
             reasons.append(
                 f"aggregate {f.output!r} was {before.describe()}, is now {f.describe()}: its stored value means the "
                 "old one; add the new one under another name"
@@ -168,6 +177,8 @@ def map_state(
         if name in new_columns:
             continue
         asked = {f"{processor}.{name}", f"{processor}.{_output_of(name, old)}"}
+        if _output_of(name, old) in changed_functions:
+            continue
         if asked & drop:
             dropped.append(name)
         else:
@@ -178,7 +189,8 @@ def map_state(
             )
     if reasons:
         return Refusal(processor, new.kind, tuple(reasons))
-    return StateMapping(processor, old_name, tuple(kept), casts, tuple(added), tuple(dropped))
+    settings = {n: (old_settings.get(n), new_settings.get(n)) for n in sorted(set(old_settings) | set(new_settings)) if old_settings.get(n) != new_settings.get(n)}
+    return StateMapping(processor, old_name, tuple(kept), casts, tuple(added), tuple(dropped), settings)
 
 
 def _output_of(column: str, signature: StateSignature) -> str:

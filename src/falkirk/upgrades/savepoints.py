@@ -15,7 +15,9 @@ pipeline's version history, and each state file with its size and SHA-256 (check
 before it is read). Paths in it are relative to the savepoint's directory, so the
 directory can be copied to another storage root (``cp -r``, ``hadoop distcp``) and
 restored there. The manifest is written last, atomically: a directory without one
-is an unfinished savepoint (a run killed while taking it), ignored and swept.
+is an unfinished savepoint (a run killed while taking it, or a copy not done yet),
+ignored; a new savepoint of the same name clears it first, and nothing else deletes
+it (it may be a copy in progress).
 
 Garbage collection never removes a savepoint; ``falkirk savepoints STORAGE --drop
 NAME`` does. A savepoint is what an upgrade starts a changed pipeline from
@@ -191,6 +193,24 @@ def listed(fs: FileSystem, root: str) -> list[Savepoint]:
         if is_dir and NAME.match(name) and fs.read_bytes(fs.join(path, MANIFEST)) is not None:
             found.append(read(fs, root, name))
     return sorted(found, key=lambda s: (s.epoch, s.created))
+
+
+def check_free(fs: FileSystem, root: str, name: str) -> None:
+    """Refuse ``name`` for a new savepoint if the form is wrong or a finished
+    savepoint has it (before a run spends its epochs, and before any file is written)."""
+    check_name(name)
+    if fs.read_bytes(fs.join(directory(fs, root, name), MANIFEST)) is not None:
+        raise SavepointError(f"savepoint {name!r} exists already in {root}: choose another name (falkirk savepoints {root} lists them)")
+
+
+def make_room(fs: FileSystem, root: str, name: str) -> str:
+    """The directory for a new savepoint ``name`` (:func:`check_free`); what an
+    unfinished one of that name left (a run killed while writing it) is deleted first."""
+    check_free(fs, root, name)
+    where = directory(fs, root, name)
+    if fs.children(where):
+        fs.delete_below(root, where)
+    return where
 
 
 def unfinished(fs: FileSystem, root: str) -> list[str]:

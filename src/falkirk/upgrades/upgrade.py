@@ -273,7 +273,12 @@ def _plan(savepoint: Savepoint, pipeline: Pipeline, current: Mapping[str, StateS
                     f"with Upgrade(start_sources=[{p.name!r}])"
                 )
         if not p.spec.keyed:
-            if old_name not in old_kinds:
+            if old_name in saved and old_name not in drop:
+                refusals.append(
+                    f"processor {p.name!r} ({p.kind}): it was a {old_kinds.get(old_name)} with keyed state, which this "
+                    f"{p.kind} would lose; give it another name, or say so with drop=[{old_name!r}]"
+                )
+            elif old_name not in old_kinds:
                 changes.append(f"{p.kind} {p.name!r} added")
             continue
         why = _NOT_FROM_A_CHECKPOINT.get(p.policy.name)
@@ -302,13 +307,15 @@ def _plan(savepoint: Savepoint, pipeline: Pipeline, current: Mapping[str, StateS
             continue
         mappings[p.name] = mapping
         changes += [f"{p.kind} {p.name!r}: {c}" for c in mapping.describe()]
-    used = {old_of.get(name, name) for name in mappings}
+    mapped = {old_of.get(name, name) for name in mappings}
+    present = {old_of.get(name, name) for name in pipeline.processors}
     for name in saved:
-        if name not in used:
-            if name in drop:
-                changes.append(f"processor {name!r} removed (its state dropped)")
-            else:
-                refusals.append(f"processor {name!r} ({old_kinds.get(name)}) was removed: its state would be lost; say so with drop=[{name!r}]")
+        if name in mapped:
+            continue
+        if name in drop:
+            changes.append(f"processor {name!r} removed (its state dropped)")
+        elif name not in present:  # (one still present was refused above, saying why)
+            refusals.append(f"processor {name!r} ({old_kinds.get(name)}) was removed: its state would be lost; say so with drop=[{name!r}]")
     if refusals:
         raise UpgradeError(
             f"pipeline {pipeline.name!r} cannot start from savepoint {savepoint.name!r}: " + " | ".join(refusals)
