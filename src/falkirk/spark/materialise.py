@@ -71,6 +71,17 @@ def materialise(df: DataFrame) -> DataFrame:
     return forget_statistics(df.localCheckpoint(eager=True, storageLevel=storage_level(replicas)))
 
 
+_COPY_ARITY: dict[str, int] = {}
+
+
+def _copy_arity(plan: Any) -> int:
+    """The number of parameters of ``LogicalRDD.copy`` in this JVM's Spark (asked once)."""
+    name = plan.getClass().getName()
+    if name not in _COPY_ARITY:
+        _COPY_ARITY[name] = next(len(m.getParameterTypes()) for m in plan.getClass().getMethods() if m.getName() == "copy")
+    return _COPY_ARITY[name]
+
+
 def forget_statistics(df: DataFrame) -> DataFrame:
     """``df`` (a checkpointed DataFrame: a plan that is one ``LogicalRDD``) with the
     statistics of the plan it was computed from dropped: the same RDD, partitioning
@@ -81,15 +92,11 @@ def forget_statistics(df: DataFrame) -> DataFrame:
     if plan.getClass().getSimpleName() != "LogicalRDD":
         raise TypeError(f"internal: expected a checkpointed DataFrame, got a plan {plan.getClass().getName()}")
     none = jvm.scala.Option.empty()
-    bare = plan.copy(
-        plan.output(),
-        plan.rdd(),
-        plan.outputPartitioning(),
-        plan.outputOrdering(),
-        plan.isStreaming(),
-        plan.stream(),
-        spark._jsparkSession,
-        none,  # originStats
-        none,  # originConstraints
-    )
+    # LogicalRDD(output, rdd, partitioning, ordering, isStreaming, stream)(session,
+    # originStats, originConstraints[, fromCheckpoint: Spark 4.1 on]).
+    fields = [plan.productElement(i) for i in range(plan.productArity())]
+    fields += [spark._jsparkSession, none, none]
+    if _copy_arity(plan) == len(fields) + 1:
+        fields.append(True)  # fromCheckpoint: it is (a private field, no getter)
+    bare = plan.copy(*fields)
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, bare), spark)
