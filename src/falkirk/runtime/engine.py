@@ -49,7 +49,6 @@ from falkirk.control.faults import CrashPoint, crash_point
 from falkirk.control.ledger import Ledger
 from falkirk.coordinator.coordinator import RecoveryCoordinator
 from falkirk.execution.admission import Admission
-from falkirk.execution.changes import check_unchanged, record_signatures, signatures
 from falkirk.execution.checks import (
     check_pair_sinks,
     check_replicas,
@@ -84,6 +83,7 @@ from falkirk.runtime.parallelism import (
 from falkirk.runtime.progress import EpochWatchers
 from falkirk.runtime.root import StorageRoot, check_writable
 from falkirk.runtime.stopping import RunAbandoned, stop_on_signals
+from falkirk.runtime.versioning import start_version
 from falkirk.spark.errors import first_line
 from falkirk.spark.materialise import REPLICAS_CONF
 from falkirk.spark.session import engine_session, interrupted_start, spark_session
@@ -91,7 +91,7 @@ from falkirk.storage import MetaStore, StorageFullError
 from falkirk.storage.full import storage_full_error
 from falkirk.storage.identity import PAIR_MEMBER, RootIdentity, establish
 from falkirk.upgrades.savepoints import check_free
-from falkirk.upgrades.upgrade import Upgrade, upgrade_of, upgrade_root
+from falkirk.upgrades.upgrade import Upgrade, upgrade_of
 
 if TYPE_CHECKING:
     from falkirk.observe.dashboard import Dashboard
@@ -435,22 +435,11 @@ class Engine:
         loops: LoopStage | None = None
         try:
             parallelism = self._use_parallelism(store)
-            operators, schemas = self._set_up()
-            signed = signatures(operators)
-            record_signatures(self.description, signed)
-            self.description["history"] = list((store.description() or {}).get("history", []))
-            if self.upgrade is not None:  # a changed pipeline starts from a savepoint
-                if not store.has_commits():  # a new root started from a copied savepoint: its identity first
-                    establish(store, self.pipeline.name, paired)
-                upgraded = upgrade_root(
-                    spark=self.spark, fs=self.fs, root=self.root, store=store, pipeline=self.pipeline,
-                    topology=self.topology, operators=operators, current=signed, description=self.description,
-                    options=self.upgrade,
-                )  # fmt: skip
-                if upgraded is not None:
-                    self.report.upgraded_from = upgraded.name
-                    operators, schemas = self._set_up_again()
-            check_unchanged(store, self.pipeline, signed)  # before anything is read or written
+            operators, schemas = start_version(
+                spark=self.spark, fs=self.fs, root=self.root, store=store, pipeline=self.pipeline, topology=self.topology,
+                set_up=self._set_up(), set_up_again=self._set_up_again, description=self.description,
+                upgrade=self.upgrade, paired=paired, report=self.report,
+            )  # fmt: skip
             if store.fact(PARTITIONS_FACT) != str(parallelism.partitions):
                 store.record_fact(PARTITIONS_FACT, str(parallelism.partitions))
             self.identity = establish(store, self.pipeline.name, paired)  # before any external write
